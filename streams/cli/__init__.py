@@ -1,0 +1,1 @@
+"""The ``dcb`` command line: one module per command group."""

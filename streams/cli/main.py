@@ -1,0 +1,31 @@
+"""The ``dcb`` entry point."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import typer
+
+from streams.cli import broker, demo, topics
+
+app = typer.Typer(
+    help="dcb-streams: a Kafka-native event store with Dynamic Consistency Boundaries.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(broker.app, name="broker")
+app.add_typer(topics.app, name="topics")
+app.command(name="demo")(demo.demo)
+
+
+@app.callback()
+def main(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log what happens (to stderr)."),
+) -> None:
+    """Configure logging once for every command."""
+    level = logging.INFO if verbose else os.environ.get("DCB_LOG_LEVEL", "WARNING")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:
+        # librdkafka warns about transient coordinator moves; users need only its errors.
+        logging.getLogger("streams.librdkafka").setLevel(logging.ERROR)

@@ -1,0 +1,140 @@
+"""Encode and decode records as Avro single-object encoding or the Confluent wire format.
+
+Both framings are told apart by their first byte (0xC3 vs 0x00), so a reader
+decodes either whatever the writer's configuration was. Every failure is a
+typed :class:`~streams.errors.CodecError` with a stable code, never a bare
+fastavro exception, so processors can dead-letter it with its reason.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from fastavro import schemaless_reader, schemaless_writer
+from fastavro.schema import parse_schema
+from fastavro.validation import ValidationError, validate
+
+from streams.codec.catalog import SchemaCatalog, SchemaEntry
+from streams.codec.registry import SchemaRegistryClient
+from streams.errors import (
+    InvalidRecordError,
+    MalformedRecordError,
+    UnexpectedSchemaError,
+    UnknownSchemaError,
+)
+from streams.settings import DcbSettings
+
+SOE_MARKER = b"\xc3\x01"
+SOE_HEADER_LEN = len(SOE_MARKER) + 8
+CONFLUENT_MAGIC = b"\x00"
+CONFLUENT_HEADER_LEN = 5
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A decoded record and the full name of the schema it was written with."""
+
+    schema_name: str
+    value: dict[str, Any]
+
+
+class AvroCodec:
+    """Turns records (plain dicts shaped like their Avro schema) into bytes and back."""
+
+    def __init__(
+        self, catalog: SchemaCatalog, registry: SchemaRegistryClient | None = None
+    ) -> None:
+        self.catalog = catalog
+        self.registry = registry
+
+    # --- encode --------------------------------------------------------------
+    def encode(self, schema_name: str, record: dict[str, Any]) -> bytes:
+        entry = self.catalog.get(schema_name)
+        try:
+            validate(record, entry.parsed, raise_errors=True, strict=True)
+        except (ValidationError, TypeError, ValueError, KeyError) as exc:
+            raise InvalidRecordError(
+                f"record does not conform to {schema_name}: {exc}", schema=schema_name
+            ) from None
+        buf = io.BytesIO()
+        buf.write(self._header(entry))
+        schemaless_writer(buf, entry.parsed, record)
+        return buf.getvalue()
+
+    def _header(self, entry: SchemaEntry) -> bytes:
+        if self.registry is None:
+            return SOE_MARKER + entry.fingerprint
+        schema_id = self.registry.register(entry.name, entry.canonical_form)
+        return CONFLUENT_MAGIC + struct.pack(">I", schema_id)
+
+    # --- decode --------------------------------------------------------------
+    def decode(self, data: bytes | None, expected: str | None = None) -> Decoded:
+        """Decode ``data``; with ``expected``, bytes of any other schema are refused."""
+        if not data:
+            raise MalformedRecordError("empty record value: no Avro header")
+        if data[:2] == SOE_MARKER:
+            if len(data) < SOE_HEADER_LEN:
+                raise MalformedRecordError("truncated single-object header")
+            entry = self.catalog.by_fingerprint(data[2:SOE_HEADER_LEN])
+            writer, reader = entry.parsed, entry.parsed
+            name, body = entry.name, data[SOE_HEADER_LEN:]
+        elif data[:1] == CONFLUENT_MAGIC and len(data) >= CONFLUENT_HEADER_LEN:
+            (schema_id,) = struct.unpack(">I", data[1:CONFLUENT_HEADER_LEN])
+            name, writer, reader = self._registry_schemas(schema_id)
+            body = data[CONFLUENT_HEADER_LEN:]
+        else:
+            raise MalformedRecordError(
+                "bytes are neither Avro single-object encoding nor the Confluent wire format",
+                head=data[:4].hex(),
+            )
+        if expected is not None and name != expected:
+            raise UnexpectedSchemaError(
+                f"expected a {expected} record, got {name}", expected=expected, actual=name
+            )
+        return Decoded(name, self._read_body(name, body, writer, reader))
+
+    def _registry_schemas(self, schema_id: int) -> tuple[str, Any, Any]:
+        if self.registry is None:
+            raise UnknownSchemaError(
+                f"record names registry schema id {schema_id}, but no schema registry "
+                "is configured (set DCB_SCHEMA_REGISTRY_URL)",
+                schema_id=schema_id,
+            )
+        writer = parse_schema(json.loads(self.registry.schema_by_id(schema_id)), named_schemas={})
+        name = writer.get("name") if isinstance(writer, dict) else None
+        if not isinstance(name, str) or not self.catalog.has(name):
+            raise UnknownSchemaError(
+                f"registry schema id {schema_id} ({name}) is not one of dcb-streams' schemas",
+                schema_id=schema_id,
+            )
+        return name, writer, self.catalog.get(name).parsed
+
+    @staticmethod
+    def _read_body(name: str, body: bytes, writer: Any, reader: Any) -> dict[str, Any]:
+        buf = io.BytesIO(body)
+        try:
+            value = schemaless_reader(buf, writer, reader)
+        except Exception as exc:  # fastavro raises EOFError, ValueError, IndexError, ...
+            raise MalformedRecordError(
+                f"{name} body is not valid Avro: {type(exc).__name__}: {exc}", schema=name
+            ) from None
+        if buf.tell() != len(body):
+            raise MalformedRecordError(
+                f"{name} body has {len(body) - buf.tell()} trailing bytes", schema=name
+            )
+        if not isinstance(value, dict):
+            raise MalformedRecordError(f"{name} body did not decode to a record", schema=name)
+        return value
+
+
+def codec_from_settings(settings: DcbSettings) -> AvroCodec:
+    registry = (
+        SchemaRegistryClient(settings.schema_registry_url)
+        if settings.schema_registry_url
+        else None
+    )
+    return AvroCodec(SchemaCatalog(settings.schema_dir), registry)

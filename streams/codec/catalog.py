@@ -1,0 +1,80 @@
+"""The Avro schemas of ``schemas/``, parsed once and indexed by name and fingerprint."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
+
+from streams.errors import UnknownSchemaError
+
+
+def bundled_schema_dir() -> Path:
+    """``schemas/`` of a source checkout, or the copy packed into the wheel."""
+    package_dir = Path(__file__).resolve().parents[1]
+    for candidate in (package_dir.parent / "schemas", package_dir / "_schemas"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError("no schemas/ folder next to the streams package")
+
+
+@dataclass(frozen=True)
+class SchemaEntry:
+    """One parsed schema with the identity facts the encodings need."""
+
+    name: str
+    parsed: Any
+    canonical_form: str
+    fingerprint: bytes  # CRC-64-AVRO, little-endian, as single-object encoding writes it
+
+    @property
+    def fingerprint_int(self) -> int:
+        return int.from_bytes(self.fingerprint, "little")
+
+
+def crc64_avro_fingerprint(canonical_form: str) -> bytes:
+    """The 8 bytes single-object encoding puts after its marker (little-endian)."""
+    return bytes.fromhex(fingerprint(canonical_form, "CRC-64-AVRO"))
+
+
+class SchemaCatalog:
+    """Every ``<namespace>.<Name>.avsc`` of one folder; named types resolve across files."""
+
+    def __init__(self, schema_dir: Path | None = None) -> None:
+        self.schema_dir = schema_dir or bundled_schema_dir()
+        self._by_name: dict[str, SchemaEntry] = {}
+        self._by_fingerprint: dict[bytes, SchemaEntry] = {}
+        for path in sorted(self.schema_dir.glob("*.avsc")):
+            parsed = load_schema(str(path), named_schemas={})
+            canonical = to_parsing_canonical_form(parsed)
+            entry = SchemaEntry(
+                name=parsed["name"],
+                parsed=parsed,
+                canonical_form=canonical,
+                fingerprint=crc64_avro_fingerprint(canonical),
+            )
+            self._by_name[entry.name] = entry
+            self._by_fingerprint[entry.fingerprint] = entry
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def get(self, name: str) -> SchemaEntry:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise UnknownSchemaError(f"no schema named {name!r} in {self.schema_dir}") from None
+
+    def has(self, name: str) -> bool:
+        return name in self._by_name
+
+    def by_fingerprint(self, fp: bytes) -> SchemaEntry:
+        try:
+            return self._by_fingerprint[fp]
+        except KeyError:
+            raise UnknownSchemaError(
+                f"no schema in {self.schema_dir} has fingerprint {fp.hex()}",
+                fingerprint=fp.hex(),
+            ) from None

@@ -1,0 +1,1 @@
+"""Launchers for the embedded defaults (the Kafka broker; later Connect and PostgreSQL)."""

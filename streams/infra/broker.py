@@ -1,0 +1,288 @@
+"""The embedded Apache Kafka broker: one KRaft node (broker + controller) on loopback.
+
+It exists so that every machine — a developer's, CI's — runs the tests and the
+demo against a real broker without Docker. The jars come from Maven Central
+once (see :mod:`streams.infra.maven`); storage, config, log and pid file live
+in one data folder. ``stop`` signals exactly the process recorded in the pid
+file, and only when its command line is still ours (pids get reused).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from streams.errors import BrokerAlreadyRunningError, BrokerPortInUseError, BrokerStartError
+from streams.infra.maven import MavenArtifact, fetch_runtime_closure, is_fetched
+from streams.kafka.clients import broker_answers
+from streams.settings import BrokerSettings
+
+log = logging.getLogger(__name__)
+
+_MAIN_CLASS = "kafka.Kafka"
+_STORAGE_TOOL = "kafka.tools.StorageTool"
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    running: bool
+    pid: int | None
+    bootstrap_servers: str
+    data_dir: Path
+    log_file: Path
+
+    def describe(self) -> str:
+        if self.running:
+            return f"broker running (pid {self.pid}) at {self.bootstrap_servers}"
+        return f"no broker running for {self.data_dir}"
+
+
+class EmbeddedBroker:
+    """Fetch, format, start, stop and inspect the embedded broker."""
+
+    def __init__(self, settings: BrokerSettings) -> None:
+        self.settings = settings
+        self.data_dir = settings.resolved_data_dir()
+        self.kafka_home = settings.cache_dir / f"kafka-{settings.kafka_version}"
+
+    # --- paths ---------------------------------------------------------------
+    @property
+    def pid_file(self) -> Path:
+        return self.data_dir / "broker.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.data_dir / "logs" / "server.log"
+
+    @property
+    def _config_file(self) -> Path:
+        return self.data_dir / "server.properties"
+
+    @property
+    def _storage_dir(self) -> Path:
+        return self.data_dir / "storage"
+
+    # --- fetch ---------------------------------------------------------------
+    def artifacts(self) -> list[MavenArtifact]:
+        s = self.settings
+        return [
+            MavenArtifact("org.apache.kafka", "kafka_2.13", s.kafka_version),
+            MavenArtifact("org.apache.logging.log4j", "log4j-slf4j-impl", s.log4j_slf4j_version),
+        ]
+
+    def is_fetched(self) -> bool:
+        return is_fetched(self.kafka_home)
+
+    def fetch(self) -> Path:
+        """Fetch Kafka's runtime jars once; later calls return the cached folder."""
+        return fetch_runtime_closure(self.artifacts(), self.kafka_home)
+
+    # --- status --------------------------------------------------------------
+    def _recorded_pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        return pid if self._is_our_process(pid) else None
+
+    def _is_our_process(self, pid: int) -> bool:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        return _MAIN_CLASS.encode() in cmdline and str(self._config_file).encode() in cmdline
+
+    def status(self) -> BrokerStatus:
+        pid = self._recorded_pid()
+        return BrokerStatus(
+            running=pid is not None,
+            pid=pid,
+            bootstrap_servers=self.settings.bootstrap_servers,
+            data_dir=self.data_dir,
+            log_file=self.log_file,
+        )
+
+    # --- start ---------------------------------------------------------------
+    def _properties(self) -> str:
+        s = self.settings
+        n = s.internal_topic_partitions
+        return "\n".join(
+            [
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"listeners=PLAINTEXT://{s.host}:{s.port},CONTROLLER://{s.host}:{s.controller_port}",
+                f"advertised.listeners=PLAINTEXT://{s.host}:{s.port}",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "controller.listener.names=CONTROLLER",
+                "inter.broker.listener.name=PLAINTEXT",
+                f"controller.quorum.voters=1@{s.host}:{s.controller_port}",
+                f"log.dirs={self._storage_dir}",
+                "num.partitions=1",
+                "auto.create.topics.enable=false",
+                "offsets.topic.replication.factor=1",
+                f"offsets.topic.num.partitions={n}",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                f"transaction.state.log.num.partitions={n}",
+                "share.coordinator.state.topic.replication.factor=1",
+                "share.coordinator.state.topic.min.isr=1",
+                "group.initial.rebalance.delay.ms=0",
+                "min.insync.replicas=1",
+                "",
+            ]
+        )
+
+    def _java(self, main_class: str, *args: str) -> list[str]:
+        libs = self.kafka_home / "libs"
+        return [
+            "java",
+            f"-Xmx{self.settings.heap}",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
+            "-cp",
+            f"{libs}/*",
+            main_class,
+            *args,
+        ]
+
+    def _write_config(self) -> None:
+        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self._config_file.write_text(self._properties())
+        (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_file))
+
+    def _format_storage(self) -> None:
+        if (self._storage_dir / "meta.properties").exists():
+            return
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cmd = self._java(_STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(self._config_file))
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise BrokerStartError(
+                "formatting the broker storage failed", output=(proc.stdout + proc.stderr)[-4000:]
+            )
+
+    def _port_taken(self, port: int) -> bool:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((self.settings.host, port))
+            except OSError:
+                return True
+        return False
+
+    def start(self) -> BrokerStatus:
+        """Start the broker and wait until it answers metadata requests.
+
+        Raises :class:`BrokerAlreadyRunningError` when the broker recorded in this
+        data folder is still alive, rather than starting a second one.
+        """
+        current = self.status()
+        if current.running:
+            raise BrokerAlreadyRunningError(
+                f"a broker is already running (pid {current.pid}) at {current.bootstrap_servers}",
+                pid=current.pid,
+                bootstrap_servers=current.bootstrap_servers,
+            )
+        for port in (self.settings.port, self.settings.controller_port):
+            if self._port_taken(port):
+                raise BrokerPortInUseError(
+                    f"port {self.settings.host}:{port} is already in use by another process",
+                    port=port,
+                )
+        self.fetch()
+        self._write_config()
+        self._format_storage()
+        with (self.data_dir / "logs" / "stdout.log").open("ab") as out:
+            proc = subprocess.Popen(
+                self._java(_MAIN_CLASS, str(self._config_file)),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.pid_file.write_text(f"{proc.pid}\n")
+        self._wait_ready(proc)
+        log.info("broker pid %s ready at %s", proc.pid, self.settings.bootstrap_servers)
+        return self.status()
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + self.settings.start_timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                self.pid_file.unlink(missing_ok=True)
+                raise BrokerStartError(
+                    f"the broker exited with code {proc.returncode}; see {self.log_file}",
+                    log_file=str(self.log_file),
+                )
+            if broker_answers(self.settings.bootstrap_servers, timeout_s=1.0):
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise BrokerStartError(
+            f"the broker did not answer within {self.settings.start_timeout_s:.0f}s; "
+            f"see {self.log_file}",
+            log_file=str(self.log_file),
+        )
+
+    # --- stop ----------------------------------------------------------------
+    def stop(self, timeout_s: float = 30.0) -> bool:
+        """Stop the recorded broker (SIGTERM, then SIGKILL); False when none was running."""
+        pid = self._recorded_pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self._is_our_process(pid):
+            _reap(pid)
+            time.sleep(0.1)
+        if self._is_our_process(pid):
+            os.kill(pid, signal.SIGKILL)
+            while self._is_our_process(pid):
+                _reap(pid)
+                time.sleep(0.05)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL the broker (crash tests), leaving its storage as a crash would."""
+        pid = self._recorded_pid()
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGKILL)
+        while self._is_our_process(pid):
+            _reap(pid)
+            time.sleep(0.05)
+        self.pid_file.unlink(missing_ok=True)
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status when the broker is our own child, so it leaves no zombie."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

@@ -1,0 +1,1 @@
+"""Everything that configures or talks to Kafka lives here, and nowhere else."""

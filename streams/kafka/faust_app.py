@@ -1,0 +1,84 @@
+"""The faust-streaming application factory and the transactional output path.
+
+faust 0.15's ``exactly_once`` mode commits table changelogs and source offsets
+in one transaction per source partition, but ``Topic.send`` from an agent goes
+through a producer outside that transaction (faust-streaming/faust#177): an
+aborted step would leave its outputs visible. :func:`send_in_transaction`
+writes through the transactional producer that owns the source partition, so
+outputs commit or abort together with the offsets (proven by
+``tests/integration/test_faust_exactly_once.py``).
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import faust
+from faust.types import EventT, RecordMetadata
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def make_app(
+    app_id: str,
+    bootstrap_servers: str,
+    datadir: Path,
+    *,
+    web_port: int | None = None,
+    **overrides: Any,
+) -> faust.App:
+    """A faust app in exactly-once mode, its web server on loopback only."""
+    datadir.mkdir(parents=True, exist_ok=True)
+    settings: dict[str, Any] = {
+        "broker": f"kafka://{bootstrap_servers}",
+        "processing_guarantee": "exactly_once",
+        "datadir": str(datadir),
+        "web_bind": "127.0.0.1",
+        "web_host": "127.0.0.1",
+        "web_port": web_port or free_port(),
+        "topic_allow_declare": False,
+        "topic_disable_leader": True,
+        "consumer_auto_offset_reset": "earliest",
+        "store": "memory://",
+        **overrides,
+    }
+    return faust.App(app_id, **settings)
+
+
+def source_transactional_id(app: faust.App, topic: str, partition: int) -> str:
+    """The transactional id faust uses for a source partition (its offsets' transaction)."""
+    group = app.assignor.group_for_topic(topic)
+    return f"{app.conf.id}-{group}-{partition}"
+
+
+async def send_in_transaction(
+    app: faust.App,
+    source: EventT,
+    topic: str,
+    key: bytes | None,
+    value: bytes | None,
+    *,
+    partition: int | None = None,
+) -> RecordMetadata:
+    """Send ``value`` to ``topic`` inside the transaction of ``source``'s partition.
+
+    The record becomes visible to ``read_committed`` consumers only when faust
+    commits that partition's offsets; if the worker dies first, the next owner
+    of the partition aborts it and reprocesses ``source``.
+    """
+    if not app.in_transaction:
+        raise RuntimeError("send_in_transaction needs processing_guarantee='exactly_once'")
+    tp = source.message.tp
+    tid = source_transactional_id(app, tp.topic, tp.partition)
+    fut = await app.producer.send(
+        topic, key, value, partition, None, None, transactional_id=tid
+    )
+    metadata: RecordMetadata = await fut
+    return metadata

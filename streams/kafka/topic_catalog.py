@@ -1,0 +1,81 @@
+"""The topics of DESIGN.md §3: names, partition counts, cleanup policies and record types.
+
+Pure data derived from settings; :mod:`streams.kafka.topic_admin` creates them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from streams.model import records
+from streams.settings import TopicSettings
+
+
+class TopicRole(StrEnum):
+    """A logical topic; its value is the default name without the prefix."""
+
+    COMMANDS = "commands"
+    ALLOCATIONS = "allocations"
+    TAG_DELIVERIES = "tag-deliveries"
+    TAG_RESOLUTIONS = "tag-resolutions"
+    EVENTS = "events"
+    CERTIFICATES = "certificates"
+    COMMIT_RESULTS = "commit-results"
+    DEAD_LETTERS = "dead-letters"
+
+
+RECORD_TYPES: dict[TopicRole, type[records.AvroRecord]] = {
+    TopicRole.COMMANDS: records.Command,
+    TopicRole.ALLOCATIONS: records.Allocation,
+    TopicRole.TAG_DELIVERIES: records.TagDelivery,
+    TopicRole.TAG_RESOLUTIONS: records.TagResolution,
+    TopicRole.EVENTS: records.CommittedEvent,
+    TopicRole.CERTIFICATES: records.Certificate,
+    TopicRole.COMMIT_RESULTS: records.CommitResult,
+    TopicRole.DEAD_LETTERS: records.DeadLetter,
+}
+
+_COMPACTED = {TopicRole.CERTIFICATES}
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    role: TopicRole
+    name: str
+    partitions: int
+    replication_factor: int
+    cleanup_policy: str
+
+    @property
+    def schema_name(self) -> str:
+        return RECORD_TYPES[self.role].schema_name
+
+    def config(self) -> dict[str, str]:
+        return {"cleanup.policy": self.cleanup_policy}
+
+
+def topic_specs(settings: TopicSettings) -> list[TopicSpec]:
+    """One spec per topic; the ledger-side topics share one partition count (co-partitioning)."""
+
+    def partitions(role: TopicRole) -> int:
+        if role is TopicRole.TAG_DELIVERIES:
+            return settings.tag_partitions
+        if role is TopicRole.DEAD_LETTERS:
+            return settings.dead_letter_partitions
+        return settings.partitions
+
+    return [
+        TopicSpec(
+            role=role,
+            name=f"{settings.prefix}{role.value}",
+            partitions=partitions(role),
+            replication_factor=settings.replication_factor,
+            cleanup_policy="compact" if role in _COMPACTED else "delete",
+        )
+        for role in TopicRole
+    ]
+
+
+def topic_name(settings: TopicSettings, role: TopicRole) -> str:
+    return f"{settings.prefix}{role.value}"

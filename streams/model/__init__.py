@@ -1,0 +1,1 @@
+"""Value types of dcb-streams (pure: no Kafka imports)."""

@@ -1,0 +1,189 @@
+"""Pydantic mirrors of the Avro records, used at the edges (SDK, CLI, HTTP).
+
+Field names are snake_case in Python and camelCase on the wire (the Avro
+names); ``to_avro`` / ``from_avro`` convert. Unknown fields are refused, so a
+typo in a client's JSON is an error instead of silently dropped data.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class AvroRecord(BaseModel):
+    """A model that is also one Avro record type of ``schemas/``."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+    schema_name: ClassVar[str]
+
+    def to_avro(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True)
+
+    @classmethod
+    def from_avro(cls, value: dict[str, Any]) -> Self:
+        return cls.model_validate(value)
+
+
+class QueryItem(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.QueryItem"
+    types: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+
+
+class AppendCondition(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.AppendCondition"
+    fail_if_events_match: list[QueryItem]
+    after: str | None = None
+
+
+class EventData(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.EventData"
+    event_id: str
+    event_type: str
+    payload: str
+    tags: list[str]
+    timestamp: datetime
+    causation_id: str | None = None
+    correlation_id: str | None = None
+    executed_user: str | None = None
+
+
+class ErrorInfo(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.ErrorInfo"
+    code: str
+    message: str
+    details_json: str | None = None
+
+
+class CommitAttempt(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.CommitAttempt"
+    attempt_id: str
+    writer_epoch: int
+    events: list[EventData]
+    condition: AppendCondition | None = None
+
+
+class ReconcileRequest(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.ReconcileRequest"
+    skip_grace: bool
+    requested_by: str | None = None
+
+
+class Command(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.Command"
+    service_id: str
+    command_id: str
+    issued_at: datetime
+    kind: Literal["COMMIT", "RECONCILE"]
+    commit: CommitAttempt | None = None
+    reconcile: ReconcileRequest | None = None
+
+
+class AllocatedCandidate(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.AllocatedCandidate"
+    index: int
+    event_id: str
+    suid: str
+    tags: list[str]
+    identity_digest: str
+
+
+class Allocation(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.Allocation"
+    service_id: str
+    allocator_lineage_id: str
+    attempt_id: str
+    writer_epoch: int
+    candidates: list[AllocatedCandidate]
+    allocated_at: datetime
+
+
+class TagDelivery(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.TagDelivery"
+    service_id: str
+    tag: str
+    action: Literal["PREPARE", "INSTALL", "FENCE"]
+    allocator_lineage_id: str
+    attempt_id: str
+    suid: str
+    event_id: str
+    identity_digest: str
+    writer_epoch: int
+    fence_epoch: int | None = None
+    condition: AppendCondition | None = None
+    event: EventData | None = None
+    sent_at: datetime
+
+
+class TagResolution(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.TagResolution"
+    service_id: str
+    tag: str
+    status: Literal["PREPARED", "REJECTED", "INSTALLED_AND_COVERED", "ABSENT_AND_IRREVOCABLY_FENCED"]
+    allocator_lineage_id: str
+    attempt_id: str
+    suid: str
+    event_id: str
+    identity_digest: str
+    obligation_digest: str | None = None
+    tombstone_epoch: int | None = None
+    rejection: ErrorInfo | None = None
+    observed_at: datetime
+
+
+class CommittedEvent(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.CommittedEvent"
+    service_id: str
+    suid: str
+    allocator_lineage_id: str
+    attempt_id: str
+    event: EventData
+
+
+class PartitionOffset(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.PartitionOffset"
+    partition: int
+    offset: int
+
+
+class Certificate(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.Certificate"
+    certificate_version: int
+    authority: str
+    status: Literal["READY", "UNRECONCILED"]
+    allocator_lineage_id: str
+    service_id: str
+    closed_prefix_suid: str | None = None
+    unresolved_count: int
+    generated_at: datetime
+    migration_proof_id: str | None = None
+    coverage: list[PartitionOffset]
+
+
+class CommitResult(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.CommitResult"
+    service_id: str
+    attempt_id: str
+    outcome: Literal["COMMITTED", "REJECTED"]
+    suids: list[str]
+    error: ErrorInfo | None = None
+    decided_at: datetime
+
+
+class DeadLetter(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.DeadLetter"
+    service_id: str | None = None
+    source_topic: str
+    source_partition: int
+    source_offset: int
+    source_key: bytes | None = None
+    source_value: bytes | None = None
+    processor: str
+    error: ErrorInfo
+    failed_at: datetime

@@ -1,0 +1,108 @@
+"""Configuration: ``DCB_*`` environment variables over a TOML config file over defaults.
+
+The config file is ``dcb.toml`` in the working directory, or the path in
+``DCB_CONFIG_FILE``. Nested groups use ``__`` in env vars, e.g.
+``DCB_BROKER__PORT=19092``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+CONFIG_FILE_ENV = "DCB_CONFIG_FILE"
+DEFAULT_CONFIG_FILE = "dcb.toml"
+
+
+def default_cache_dir() -> Path:
+    """Where fetched Kafka jars and broker data live, outside any checkout."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dcb-streams"
+
+
+class BrokerSettings(BaseModel):
+    """The embedded single-node KRaft broker started by ``dcb broker start``."""
+
+    kafka_version: str = Field(
+        "4.1.2", description="Apache Kafka (org.apache.kafka:kafka_2.13) version fetched with Maven"
+    )
+    log4j_slf4j_version: str = Field(
+        "2.24.3", description="log4j-slf4j-impl binding, so the broker's slf4j logs reach a file"
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(9092, description="client (PLAINTEXT) port")
+    controller_port: int = Field(9093, description="KRaft controller port")
+    heap: str = Field("512m", description="JVM -Xmx for the broker")
+    cache_dir: Path = Field(default_factory=default_cache_dir)
+    data_dir: Path | None = Field(
+        None, description="storage, config, log and pid file; default <cache_dir>/broker-<port>"
+    )
+    internal_topic_partitions: int = Field(
+        12, description="partitions of __consumer_offsets and __transaction_state"
+    )
+    start_timeout_s: float = 90.0
+
+    def resolved_data_dir(self) -> Path:
+        return self.data_dir or self.cache_dir / f"broker-{self.port}"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class TopicSettings(BaseModel):
+    """Names and sizes of the topics of DESIGN.md §3."""
+
+    prefix: str = Field("dcb.", description="prepended to every topic name")
+    partitions: int = Field(
+        6, description="commands, allocations, resolutions, events, certificates, results"
+    )
+    tag_partitions: int = Field(12, description="tag deliveries (spread by serviceId + tag)")
+    dead_letter_partitions: int = 3
+    replication_factor: int = 1
+
+
+class DcbSettings(BaseSettings):
+    """All of dcb-streams' configuration."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="DCB_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    bootstrap_servers: str | None = Field(
+        None, description="Kafka bootstrap servers; default: the embedded broker's address"
+    )
+    schema_registry_url: str | None = Field(
+        None, description="when set, records use the Confluent wire format with this registry"
+    )
+    schema_dir: Path | None = Field(None, description="Avro schemas; default: the bundled ones")
+    broker: BrokerSettings = Field(default_factory=BrokerSettings)
+    topics: TopicSettings = Field(default_factory=TopicSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        config_file = Path(os.environ.get(CONFIG_FILE_ENV, DEFAULT_CONFIG_FILE))
+        return (
+            init_settings,
+            env_settings,
+            TomlConfigSettingsSource(settings_cls, toml_file=config_file),
+        )
+
+    @property
+    def resolved_bootstrap_servers(self) -> str:
+        return self.bootstrap_servers or self.broker.bootstrap_servers
