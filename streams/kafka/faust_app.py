@@ -47,6 +47,9 @@ def make_app(
         "topic_disable_leader": True,
         "consumer_auto_offset_reset": "earliest",
         "store": "memory://",
+        # A killed worker's partitions move after 10 s, not faust's default 60 s.
+        "broker_session_timeout": 10.0,
+        "broker_heartbeat_interval": 1.0,
         **overrides,
     }
     return faust.App(app_id, **settings)

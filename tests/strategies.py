@@ -1,0 +1,222 @@
+"""Hypothesis strategies for every Avro record type, and one fixed sample of each topic record."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from hypothesis import strategies as st
+
+from streams.model import records as r
+
+texts = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40)
+ids = st.uuids().map(str)
+longs = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+ints = st.integers(min_value=-(2**31), max_value=2**31 - 1)
+suids = st.integers(min_value=0, max_value=10**30 - 1).map(lambda n: f"{n:030d}")
+# Avro timestamp-millis keeps milliseconds and reads back as UTC.
+millis = st.datetimes(
+    min_value=datetime(1970, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)
+).map(lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000))
+tag_lists = st.lists(texts, max_size=5)
+maybe = st.none().__or__
+
+query_items = st.builds(r.QueryItem, types=st.lists(texts, max_size=3), tags=tag_lists)
+conditions = st.builds(
+    r.AppendCondition, fail_if_events_match=st.lists(query_items, max_size=3), after=maybe(suids)
+)
+event_data = st.builds(
+    r.EventData,
+    event_id=ids,
+    event_type=texts,
+    payload=texts,
+    tags=tag_lists,
+    timestamp=millis,
+    causation_id=maybe(ids),
+    correlation_id=maybe(ids),
+    executed_user=maybe(texts),
+)
+error_infos = st.builds(r.ErrorInfo, code=texts, message=texts, details_json=maybe(texts))
+commands = st.one_of(
+    st.builds(
+        r.Command,
+        service_id=texts,
+        command_id=ids,
+        issued_at=millis,
+        kind=st.just("COMMIT"),
+        commit=st.builds(
+            r.CommitAttempt,
+            attempt_id=ids,
+            writer_epoch=longs,
+            events=st.lists(event_data, max_size=3),
+            condition=maybe(conditions),
+        ),
+        reconcile=st.none(),
+    ),
+    st.builds(
+        r.Command,
+        service_id=texts,
+        command_id=ids,
+        issued_at=millis,
+        kind=st.just("RECONCILE"),
+        commit=st.none(),
+        reconcile=st.builds(r.ReconcileRequest, skip_grace=st.booleans(),
+                            requested_by=maybe(texts)),
+    ),
+)
+allocations = st.builds(
+    r.Allocation,
+    service_id=texts,
+    allocator_lineage_id=ids,
+    attempt_id=ids,
+    writer_epoch=longs,
+    candidates=st.lists(
+        st.builds(r.AllocatedCandidate, index=ints, event_id=ids, suid=suids, tags=tag_lists,
+                  identity_digest=texts),
+        max_size=3,
+    ),
+    allocated_at=millis,
+)
+tag_deliveries = st.builds(
+    r.TagDelivery,
+    service_id=texts,
+    tag=texts,
+    action=st.sampled_from(["PREPARE", "INSTALL", "FENCE"]),
+    allocator_lineage_id=ids,
+    attempt_id=ids,
+    suid=suids,
+    event_id=ids,
+    identity_digest=texts,
+    writer_epoch=longs,
+    fence_epoch=maybe(longs),
+    condition=maybe(conditions),
+    event=maybe(event_data),
+    sent_at=millis,
+)
+tag_resolutions = st.builds(
+    r.TagResolution,
+    service_id=texts,
+    tag=texts,
+    status=st.sampled_from(
+        ["PREPARED", "REJECTED", "INSTALLED_AND_COVERED", "ABSENT_AND_IRREVOCABLY_FENCED"]
+    ),
+    allocator_lineage_id=ids,
+    attempt_id=ids,
+    suid=suids,
+    event_id=ids,
+    identity_digest=texts,
+    obligation_digest=maybe(texts),
+    tombstone_epoch=maybe(longs),
+    rejection=maybe(error_infos),
+    observed_at=millis,
+)
+committed_events = st.builds(
+    r.CommittedEvent, service_id=texts, suid=suids, allocator_lineage_id=ids, attempt_id=ids,
+    event=event_data,
+)
+certificates = st.builds(
+    r.Certificate,
+    certificate_version=ints,
+    authority=texts,
+    status=st.sampled_from(["READY", "UNRECONCILED"]),
+    allocator_lineage_id=ids,
+    service_id=texts,
+    closed_prefix_suid=maybe(suids),
+    unresolved_count=longs,
+    generated_at=millis,
+    migration_proof_id=maybe(ids),
+    coverage=st.lists(st.builds(r.PartitionOffset, partition=ints, offset=longs), max_size=4),
+)
+commit_results = st.builds(
+    r.CommitResult,
+    service_id=texts,
+    attempt_id=ids,
+    outcome=st.sampled_from(["COMMITTED", "REJECTED"]),
+    suids=st.lists(suids, max_size=3),
+    error=maybe(error_infos),
+    decided_at=millis,
+)
+dead_letters = st.builds(
+    r.DeadLetter,
+    service_id=maybe(texts),
+    source_topic=texts,
+    source_partition=ints,
+    source_offset=longs,
+    source_key=maybe(st.binary(max_size=20)),
+    source_value=maybe(st.binary(max_size=50)),
+    processor=texts,
+    error=error_infos,
+    failed_at=millis,
+)
+
+TOPIC_RECORDS: dict[type[r.AvroRecord], st.SearchStrategy[r.AvroRecord]] = {
+    r.Command: commands,
+    r.Allocation: allocations,
+    r.TagDelivery: tag_deliveries,
+    r.TagResolution: tag_resolutions,
+    r.CommittedEvent: committed_events,
+    r.Certificate: certificates,
+    r.CommitResult: commit_results,
+    r.DeadLetter: dead_letters,
+}
+
+ALL_RECORDS: dict[type[r.AvroRecord], st.SearchStrategy[r.AvroRecord]] = {
+    **TOPIC_RECORDS,
+    r.QueryItem: query_items,
+    r.AppendCondition: conditions,
+    r.EventData: event_data,
+    r.ErrorInfo: error_infos,
+}
+
+
+def samples() -> list[r.AvroRecord]:
+    """One deterministic, fully populated record per topic record type."""
+    at = datetime(2026, 12, 2, 18, 0, 0, 123000, tzinfo=UTC)
+    event = r.EventData(
+        event_id="0193a1b2-0000-7000-8000-000000000001",
+        event_type="StudentSubscribed",
+        payload='{"studentId":"s7","courseId":"c1"}',
+        tags=["course:c1", "student:s7"],
+        timestamp=at,
+        causation_id="cause-1",
+        correlation_id="corr-1",
+        executed_user="alice",
+    )
+    condition = r.AppendCondition(
+        fail_if_events_match=[r.QueryItem(types=["StudentSubscribed"], tags=["course:c1"])],
+        after="638999999999999999900000000001",
+    )
+    suid = "638999999999999999900000000002"
+    error = r.ErrorInfo(code="append_condition_failed", message="course c1 is full",
+                        details_json='{"tag":"course:c1"}')
+    return [
+        r.Command(service_id="svc", command_id="a1", issued_at=at, kind="COMMIT",
+                  commit=r.CommitAttempt(attempt_id="a1", writer_epoch=3, events=[event],
+                                         condition=condition)),
+        r.Command(service_id="svc", command_id="op-1", issued_at=at, kind="RECONCILE",
+                  reconcile=r.ReconcileRequest(skip_grace=True, requested_by="ops")),
+        r.Allocation(service_id="svc", allocator_lineage_id="lin-1", attempt_id="a1",
+                     writer_epoch=3,
+                     candidates=[r.AllocatedCandidate(index=0, event_id=event.event_id,
+                                                      suid=suid, tags=event.tags,
+                                                      identity_digest="ab" * 32)],
+                     allocated_at=at),
+        r.TagDelivery(service_id="svc", tag="course:c1", action="PREPARE",
+                      allocator_lineage_id="lin-1", attempt_id="a1", suid=suid,
+                      event_id=event.event_id, identity_digest="ab" * 32, writer_epoch=3,
+                      condition=condition, event=event, sent_at=at),
+        r.TagResolution(service_id="svc", tag="course:c1", status="REJECTED",
+                        allocator_lineage_id="lin-1", attempt_id="a1", suid=suid,
+                        event_id=event.event_id, identity_digest="ab" * 32, rejection=error,
+                        observed_at=at),
+        r.CommittedEvent(service_id="svc", suid=suid, allocator_lineage_id="lin-1",
+                         attempt_id="a1", event=event),
+        r.Certificate(certificate_version=1, authority="allocator-ledger", status="READY",
+                      allocator_lineage_id="lin-1", service_id="svc", closed_prefix_suid=suid,
+                      unresolved_count=0, generated_at=at,
+                      coverage=[r.PartitionOffset(partition=0, offset=42)]),
+        r.CommitResult(service_id="svc", attempt_id="a1", outcome="COMMITTED", suids=[suid],
+                       decided_at=at),
+        r.DeadLetter(service_id="svc", source_topic="dcb.commands", source_partition=1,
+                     source_offset=7, source_key=b"svc", source_value=b"\x00garbage",
+                     processor="allocator", error=error, failed_at=at),
+    ]
