@@ -73,9 +73,7 @@ class TopicSettings(BaseModel):
 class DcbSettings(BaseSettings):
     """All of dcb-streams' configuration."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="DCB_", env_nested_delimiter="__", extra="ignore"
-    )
+    model_config = SettingsConfigDict(env_prefix="DCB_", env_nested_delimiter="__", extra="ignore")
 
     bootstrap_servers: str | None = Field(
         None, description="Kafka bootstrap servers; default: the embedded broker's address"

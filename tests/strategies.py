@@ -20,11 +20,19 @@ millis = st.datetimes(
 tag_lists = st.lists(texts, max_size=5)
 maybe = st.none().__or__
 
-query_items = st.builds(r.QueryItem, types=st.lists(texts, max_size=3), tags=tag_lists)
-conditions = st.builds(
+
+def model(
+    cls: type[r.AvroRecord], **fields: st.SearchStrategy[object]
+) -> st.SearchStrategy[r.AvroRecord]:
+    """Records from explicit field strategies (``st.builds`` trips over the camelCase aliases)."""
+    return st.fixed_dictionaries(fields).map(lambda kw: cls(**kw))
+
+
+query_items = model(r.QueryItem, types=st.lists(texts, max_size=3), tags=tag_lists)
+conditions = model(
     r.AppendCondition, fail_if_events_match=st.lists(query_items, max_size=3), after=maybe(suids)
 )
-event_data = st.builds(
+event_data = model(
     r.EventData,
     event_id=ids,
     event_type=texts,
@@ -35,15 +43,15 @@ event_data = st.builds(
     correlation_id=maybe(ids),
     executed_user=maybe(texts),
 )
-error_infos = st.builds(r.ErrorInfo, code=texts, message=texts, details_json=maybe(texts))
+error_infos = model(r.ErrorInfo, code=texts, message=texts, details_json=maybe(texts))
 commands = st.one_of(
-    st.builds(
+    model(
         r.Command,
         service_id=texts,
         command_id=ids,
         issued_at=millis,
         kind=st.just("COMMIT"),
-        commit=st.builds(
+        commit=model(
             r.CommitAttempt,
             attempt_id=ids,
             writer_epoch=longs,
@@ -52,31 +60,36 @@ commands = st.one_of(
         ),
         reconcile=st.none(),
     ),
-    st.builds(
+    model(
         r.Command,
         service_id=texts,
         command_id=ids,
         issued_at=millis,
         kind=st.just("RECONCILE"),
         commit=st.none(),
-        reconcile=st.builds(r.ReconcileRequest, skip_grace=st.booleans(),
-                            requested_by=maybe(texts)),
+        reconcile=model(r.ReconcileRequest, skip_grace=st.booleans(), requested_by=maybe(texts)),
     ),
 )
-allocations = st.builds(
+allocations = model(
     r.Allocation,
     service_id=texts,
     allocator_lineage_id=ids,
     attempt_id=ids,
     writer_epoch=longs,
     candidates=st.lists(
-        st.builds(r.AllocatedCandidate, index=ints, event_id=ids, suid=suids, tags=tag_lists,
-                  identity_digest=texts),
+        model(
+            r.AllocatedCandidate,
+            index=ints,
+            event_id=ids,
+            suid=suids,
+            tags=tag_lists,
+            identity_digest=texts,
+        ),
         max_size=3,
     ),
     allocated_at=millis,
 )
-tag_deliveries = st.builds(
+tag_deliveries = model(
     r.TagDelivery,
     service_id=texts,
     tag=texts,
@@ -92,7 +105,7 @@ tag_deliveries = st.builds(
     event=maybe(event_data),
     sent_at=millis,
 )
-tag_resolutions = st.builds(
+tag_resolutions = model(
     r.TagResolution,
     service_id=texts,
     tag=texts,
@@ -109,11 +122,15 @@ tag_resolutions = st.builds(
     rejection=maybe(error_infos),
     observed_at=millis,
 )
-committed_events = st.builds(
-    r.CommittedEvent, service_id=texts, suid=suids, allocator_lineage_id=ids, attempt_id=ids,
+committed_events = model(
+    r.CommittedEvent,
+    service_id=texts,
+    suid=suids,
+    allocator_lineage_id=ids,
+    attempt_id=ids,
     event=event_data,
 )
-certificates = st.builds(
+certificates = model(
     r.Certificate,
     certificate_version=ints,
     authority=texts,
@@ -124,9 +141,9 @@ certificates = st.builds(
     unresolved_count=longs,
     generated_at=millis,
     migration_proof_id=maybe(ids),
-    coverage=st.lists(st.builds(r.PartitionOffset, partition=ints, offset=longs), max_size=4),
+    coverage=st.lists(model(r.PartitionOffset, partition=ints, offset=longs), max_size=4),
 )
-commit_results = st.builds(
+commit_results = model(
     r.CommitResult,
     service_id=texts,
     attempt_id=ids,
@@ -135,7 +152,7 @@ commit_results = st.builds(
     error=maybe(error_infos),
     decided_at=millis,
 )
-dead_letters = st.builds(
+dead_letters = model(
     r.DeadLetter,
     service_id=maybe(texts),
     source_topic=texts,
@@ -186,37 +203,96 @@ def samples() -> list[r.AvroRecord]:
         after="638999999999999999900000000001",
     )
     suid = "638999999999999999900000000002"
-    error = r.ErrorInfo(code="append_condition_failed", message="course c1 is full",
-                        details_json='{"tag":"course:c1"}')
+    error = r.ErrorInfo(
+        code="append_condition_failed",
+        message="course c1 is full",
+        details_json='{"tag":"course:c1"}',
+    )
     return [
-        r.Command(service_id="svc", command_id="a1", issued_at=at, kind="COMMIT",
-                  commit=r.CommitAttempt(attempt_id="a1", writer_epoch=3, events=[event],
-                                         condition=condition)),
-        r.Command(service_id="svc", command_id="op-1", issued_at=at, kind="RECONCILE",
-                  reconcile=r.ReconcileRequest(skip_grace=True, requested_by="ops")),
-        r.Allocation(service_id="svc", allocator_lineage_id="lin-1", attempt_id="a1",
-                     writer_epoch=3,
-                     candidates=[r.AllocatedCandidate(index=0, event_id=event.event_id,
-                                                      suid=suid, tags=event.tags,
-                                                      identity_digest="ab" * 32)],
-                     allocated_at=at),
-        r.TagDelivery(service_id="svc", tag="course:c1", action="PREPARE",
-                      allocator_lineage_id="lin-1", attempt_id="a1", suid=suid,
-                      event_id=event.event_id, identity_digest="ab" * 32, writer_epoch=3,
-                      condition=condition, event=event, sent_at=at),
-        r.TagResolution(service_id="svc", tag="course:c1", status="REJECTED",
-                        allocator_lineage_id="lin-1", attempt_id="a1", suid=suid,
-                        event_id=event.event_id, identity_digest="ab" * 32, rejection=error,
-                        observed_at=at),
-        r.CommittedEvent(service_id="svc", suid=suid, allocator_lineage_id="lin-1",
-                         attempt_id="a1", event=event),
-        r.Certificate(certificate_version=1, authority="allocator-ledger", status="READY",
-                      allocator_lineage_id="lin-1", service_id="svc", closed_prefix_suid=suid,
-                      unresolved_count=0, generated_at=at,
-                      coverage=[r.PartitionOffset(partition=0, offset=42)]),
-        r.CommitResult(service_id="svc", attempt_id="a1", outcome="COMMITTED", suids=[suid],
-                       decided_at=at),
-        r.DeadLetter(service_id="svc", source_topic="dcb.commands", source_partition=1,
-                     source_offset=7, source_key=b"svc", source_value=b"\x00garbage",
-                     processor="allocator", error=error, failed_at=at),
+        r.Command(
+            service_id="svc",
+            command_id="a1",
+            issued_at=at,
+            kind="COMMIT",
+            commit=r.CommitAttempt(
+                attempt_id="a1", writer_epoch=3, events=[event], condition=condition
+            ),
+        ),
+        r.Command(
+            service_id="svc",
+            command_id="op-1",
+            issued_at=at,
+            kind="RECONCILE",
+            reconcile=r.ReconcileRequest(skip_grace=True, requested_by="ops"),
+        ),
+        r.Allocation(
+            service_id="svc",
+            allocator_lineage_id="lin-1",
+            attempt_id="a1",
+            writer_epoch=3,
+            candidates=[
+                r.AllocatedCandidate(
+                    index=0,
+                    event_id=event.event_id,
+                    suid=suid,
+                    tags=event.tags,
+                    identity_digest="ab" * 32,
+                )
+            ],
+            allocated_at=at,
+        ),
+        r.TagDelivery(
+            service_id="svc",
+            tag="course:c1",
+            action="PREPARE",
+            allocator_lineage_id="lin-1",
+            attempt_id="a1",
+            suid=suid,
+            event_id=event.event_id,
+            identity_digest="ab" * 32,
+            writer_epoch=3,
+            condition=condition,
+            event=event,
+            sent_at=at,
+        ),
+        r.TagResolution(
+            service_id="svc",
+            tag="course:c1",
+            status="REJECTED",
+            allocator_lineage_id="lin-1",
+            attempt_id="a1",
+            suid=suid,
+            event_id=event.event_id,
+            identity_digest="ab" * 32,
+            rejection=error,
+            observed_at=at,
+        ),
+        r.CommittedEvent(
+            service_id="svc", suid=suid, allocator_lineage_id="lin-1", attempt_id="a1", event=event
+        ),
+        r.Certificate(
+            certificate_version=1,
+            authority="allocator-ledger",
+            status="READY",
+            allocator_lineage_id="lin-1",
+            service_id="svc",
+            closed_prefix_suid=suid,
+            unresolved_count=0,
+            generated_at=at,
+            coverage=[r.PartitionOffset(partition=0, offset=42)],
+        ),
+        r.CommitResult(
+            service_id="svc", attempt_id="a1", outcome="COMMITTED", suids=[suid], decided_at=at
+        ),
+        r.DeadLetter(
+            service_id="svc",
+            source_topic="dcb.commands",
+            source_partition=1,
+            source_offset=7,
+            source_key=b"svc",
+            source_value=b"\x00garbage",
+            processor="allocator",
+            error=error,
+            failed_at=at,
+        ),
     ]

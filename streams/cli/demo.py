@@ -72,7 +72,11 @@ def demo(
                 except BrokerAlreadyRunningError:
                     pass
             if not as_json:
-                how = f"started in {time.monotonic() - t0:.1f}s" if started_here else "already running"
+                how = (
+                    f"started in {time.monotonic() - t0:.1f}s"
+                    if started_here
+                    else "already running"
+                )
                 console.print(f"broker at {broker.settings.bootstrap_servers}: {how}")
         bootstrap = settings.resolved_bootstrap_servers
         try:

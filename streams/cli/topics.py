@@ -36,7 +36,10 @@ def settings_with(
     }
     topics = settings.topics.model_copy(update=updates)
     return settings.model_copy(
-        update={"topics": topics, "bootstrap_servers": bootstrap_servers or settings.bootstrap_servers}
+        update={
+            "topics": topics,
+            "bootstrap_servers": bootstrap_servers or settings.bootstrap_servers,
+        }
     )
 
 

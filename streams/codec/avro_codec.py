@@ -60,6 +60,12 @@ class AvroCodec:
             raise InvalidRecordError(
                 f"record does not conform to {schema_name}: {exc}", schema=schema_name
             ) from None
+        if unknown := unknown_fields(entry.parsed, record, entry.named_types):
+            raise InvalidRecordError(
+                f"record has fields {schema_name} does not define: {', '.join(unknown)}",
+                schema=schema_name,
+                unknownFields=unknown,
+            )
         buf = io.BytesIO()
         buf.write(self._header(entry))
         schemaless_writer(buf, entry.parsed, record)
@@ -68,7 +74,7 @@ class AvroCodec:
     def _header(self, entry: SchemaEntry) -> bytes:
         if self.registry is None:
             return SOE_MARKER + entry.fingerprint
-        schema_id = self.registry.register(entry.name, entry.canonical_form)
+        schema_id = self.registry.register(entry.name, entry.schema_json)
         return CONFLUENT_MAGIC + struct.pack(">I", schema_id)
 
     # --- decode --------------------------------------------------------------
@@ -131,10 +137,46 @@ class AvroCodec:
         return value
 
 
+def unknown_fields(schema: Any, datum: Any, named: dict[str, Any], path: str = "") -> list[str]:
+    """Paths of keys in ``datum`` that its schema has no field for (fastavro ignores them,
+    which would silently drop a client's misspelt data)."""
+    if isinstance(schema, str):
+        return unknown_fields(named[schema], datum, named, path) if schema in named else []
+    if isinstance(schema, list):
+        if not isinstance(datum, dict):
+            return []
+        candidates = [
+            unknown_fields(branch, datum, named, path)
+            for branch in schema
+            if _is_record(branch, named)
+        ]
+        return min(candidates, key=len, default=[])
+    kind = schema.get("type")
+    if kind == "record" and isinstance(datum, dict):
+        fields = {f["name"]: f["type"] for f in schema["fields"]}
+        out = [f"{path}{key}" for key in datum if key not in fields]
+        for name, field_type in fields.items():
+            if name in datum:
+                out += unknown_fields(field_type, datum[name], named, f"{path}{name}.")
+        return out
+    if kind == "array" and isinstance(datum, list):
+        return [
+            p
+            for i, item in enumerate(datum)
+            for p in unknown_fields(schema["items"], item, named, f"{path}{i}.")
+        ]
+    if isinstance(kind, (dict, list)) or (isinstance(kind, str) and kind in named):
+        return unknown_fields(kind, datum, named, path)
+    return []
+
+
+def _is_record(schema: Any, named: dict[str, Any]) -> bool:
+    resolved = named.get(schema, schema) if isinstance(schema, str) else schema
+    return isinstance(resolved, dict) and resolved.get("type") == "record"
+
+
 def codec_from_settings(settings: DcbSettings) -> AvroCodec:
     registry = (
-        SchemaRegistryClient(settings.schema_registry_url)
-        if settings.schema_registry_url
-        else None
+        SchemaRegistryClient(settings.schema_registry_url) if settings.schema_registry_url else None
     )
     return AvroCodec(SchemaCatalog(settings.schema_dir), registry)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 
@@ -26,6 +27,8 @@ class SchemaEntry:
 
     name: str
     parsed: Any
+    named_types: dict[str, Any]  # every named type the schema defines, by full name
+    schema_json: str  # the full schema with docs and logical types (what a registry stores)
     canonical_form: str
     fingerprint: bytes  # CRC-64-AVRO, little-endian, as single-object encoding writes it
 
@@ -47,11 +50,17 @@ class SchemaCatalog:
         self._by_name: dict[str, SchemaEntry] = {}
         self._by_fingerprint: dict[bytes, SchemaEntry] = {}
         for path in sorted(self.schema_dir.glob("*.avsc")):
-            parsed = load_schema(str(path), named_schemas={})
+            named_types: dict[str, Any] = {}
+            parsed = load_schema(str(path), named_schemas=named_types)
             canonical = to_parsing_canonical_form(parsed)
+            plain = cast(
+                dict[str, Any], load_schema(str(path), named_schemas={}, _write_hint=False)
+            )
             entry = SchemaEntry(
-                name=parsed["name"],
+                name=str(plain["name"]),
                 parsed=parsed,
+                named_types=named_types,
+                schema_json=json.dumps(plain, separators=(",", ":")),
                 canonical_form=canonical,
                 fingerprint=crc64_avro_fingerprint(canonical),
             )

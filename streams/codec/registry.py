@@ -47,9 +47,7 @@ class SchemaRegistryClient:
         """The registry id of ``schema_json`` under ``subject`` (registered when new)."""
         key = (subject, schema_json)
         if key not in self._ids_by_subject_schema:
-            answer = self._request(
-                "POST", f"/subjects/{subject}/versions", {"schema": schema_json}
-            )
+            answer = self._request("POST", f"/subjects/{subject}/versions", {"schema": schema_json})
             schema_id = int(answer["id"])
             self._ids_by_subject_schema[key] = schema_id
             self._schemas_by_id[schema_id] = schema_json

@@ -10,6 +10,7 @@ file, and only when its command line is still ours (pids get reused).
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import os
 import signal
@@ -282,7 +283,5 @@ class EmbeddedBroker:
 
 def _reap(pid: int) -> None:
     """Collect the exit status when the broker is our own child, so it leaves no zombie."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass

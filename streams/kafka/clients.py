@@ -47,7 +47,7 @@ def producer(bootstrap_servers: str, **overrides: Any) -> Producer:
 def transactional_producer(
     bootstrap_servers: str, transactional_id: str, **overrides: Any
 ) -> Producer:
-    """A producer with ``init_transactions`` already done; a newer one with the same id fences it."""
+    """A producer after ``init_transactions``; a newer one with the same id fences it."""
     prod = producer(
         bootstrap_servers,
         **{"transactional.id": transactional_id, "transaction.timeout.ms": 60_000, **overrides},

@@ -63,7 +63,7 @@ def source_transactional_id(app: faust.App, topic: str, partition: int) -> str:
 
 async def send_in_transaction(
     app: faust.App,
-    source: EventT,
+    source: EventT[Any],
     topic: str,
     key: bytes | None,
     value: bytes | None,
@@ -80,8 +80,6 @@ async def send_in_transaction(
         raise RuntimeError("send_in_transaction needs processing_guarantee='exactly_once'")
     tp = source.message.tp
     tid = source_transactional_id(app, tp.topic, tp.partition)
-    fut = await app.producer.send(
-        topic, key, value, partition, None, None, transactional_id=tid
-    )
+    fut = await app.producer.send(topic, key, value, partition, None, None, transactional_id=tid)
     metadata: RecordMetadata = await fut
     return metadata

@@ -55,7 +55,11 @@ def round_trip(
                 raise KafkaException(msg.error())
             decoded = codec.decode(msg.value(), expected=record.schema_name)
             return RoundTrip(
-                topic, partition, offset, len(value), type(record).from_avro(decoded.value),
+                topic,
+                partition,
+                offset,
+                len(value),
+                type(record).from_avro(decoded.value),
                 (time.monotonic() - started) * 1000,
             )
     finally:

@@ -41,8 +41,12 @@ def _create_missing(client: AdminClient, specs: Sequence[TopicSpec]) -> set[str]
         return set()
     futures = client.create_topics(
         [
-            NewTopic(s.name, num_partitions=s.partitions, replication_factor=s.replication_factor,
-                     config=s.config())
+            NewTopic(
+                s.name,
+                num_partitions=s.partitions,
+                replication_factor=s.replication_factor,
+                config=s.config(),
+            )
             for s in missing
         ],
         operation_timeout=30,
@@ -85,13 +89,19 @@ def ensure_topics(client: AdminClient, specs: Sequence[TopicSpec]) -> list[Topic
         partitions = len(metadata[spec.name].partitions)
         policy = policies[spec.name]
         states.append(
-            TopicState(spec.name, "created" if spec.name in created else "exists", partitions,
-                       policy)
+            TopicState(
+                spec.name, "created" if spec.name in created else "exists", partitions, policy
+            )
         )
         if partitions != spec.partitions or policy != spec.cleanup_policy:
             mismatches.append(
-                {"topic": spec.name, "partitions": partitions, "expectedPartitions": spec.partitions,
-                 "cleanupPolicy": policy, "expectedCleanupPolicy": spec.cleanup_policy}
+                {
+                    "topic": spec.name,
+                    "partitions": partitions,
+                    "expectedPartitions": spec.partitions,
+                    "cleanupPolicy": policy,
+                    "expectedCleanupPolicy": spec.cleanup_policy,
+                }
             )
     if mismatches:
         raise TopicConfigMismatchError(

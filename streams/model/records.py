@@ -18,7 +18,11 @@ class AvroRecord(BaseModel):
     """A model that is also one Avro record type of ``schemas/``."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        extra="forbid",
+        frozen=True,
     )
     schema_name: ClassVar[str]
 
@@ -125,7 +129,9 @@ class TagResolution(AvroRecord):
     schema_name: ClassVar[str] = "dcb.streams.TagResolution"
     service_id: str
     tag: str
-    status: Literal["PREPARED", "REJECTED", "INSTALLED_AND_COVERED", "ABSENT_AND_IRREVOCABLY_FENCED"]
+    status: Literal[
+        "PREPARED", "REJECTED", "INSTALLED_AND_COVERED", "ABSENT_AND_IRREVOCABLY_FENCED"
+    ]
     allocator_lineage_id: str
     attempt_id: str
     suid: str

@@ -28,11 +28,10 @@ app = make_app(
     Path(os.environ.get("RELAY_DATADIR", "/tmp/dcb-relay")),
 )
 codec = AvroCodec(SchemaCatalog())
-source = app.topic(IN_TOPIC, key_type=bytes, value_type=bytes, key_serializer="raw",
-                   value_serializer="raw")
-_TYPES: dict[str, type[AvroRecord]] = {
-    cls.schema_name: cls for cls in AvroRecord.__subclasses__()
-}
+source = app.topic(
+    IN_TOPIC, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+)
+_TYPES: dict[str, type[AvroRecord]] = {cls.schema_name: cls for cls in AvroRecord.__subclasses__()}
 _relayed = 0
 
 
@@ -49,8 +48,7 @@ async def relay(stream):  # type: ignore[no-untyped-def]
         value = codec.encode(model.schema_name, model.to_avro())
         await send_in_transaction(app, event, OUT_TOPIC, event.key, value)
         _relayed += 1
-        print(f"relay: relayed offset {event.message.partition}@{event.message.offset}",
-              flush=True)
+        print(f"relay: relayed offset {event.message.partition}@{event.message.offset}", flush=True)
         if CRASH_AFTER and _relayed >= CRASH_AFTER:
             print("relay: crashing before commit (SIGKILL)", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)

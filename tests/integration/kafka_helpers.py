@@ -25,8 +25,12 @@ def produce_all(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None
     producer = clients.producer(bootstrap)
     errors: list[object] = []
     for key, value in records:
-        producer.produce(topic, key=key, value=value,
-                         on_delivery=lambda err, _msg: errors.append(err) if err else None)
+        producer.produce(
+            topic,
+            key=key,
+            value=value,
+            on_delivery=lambda err, _msg: errors.append(err) if err else None,
+        )
     assert producer.flush(30) == 0, "records were not delivered"
     assert not errors, errors
 
@@ -42,9 +46,7 @@ def read_all(
 ) -> list[Message]:
     """Every record of ``topic`` from the beginning: waits for ``expect_at_least``, then
     keeps reading until nothing new arrives for ``settle_s`` (so duplicates show up)."""
-    consumer = clients.consumer(
-        bootstrap, f"reader-{uuid.uuid4()}", read_committed=read_committed
-    )
+    consumer = clients.consumer(bootstrap, f"reader-{uuid.uuid4()}", read_committed=read_committed)
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])

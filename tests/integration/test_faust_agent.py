@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,9 +43,19 @@ class RelayWorker:
         }
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.integration.faust_relay", "worker", "-l", "info",
-                 "--without-web"],
-                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.integration.faust_relay",
+                    "worker",
+                    "-l",
+                    "info",
+                    "--without-web",
+                ],
+                cwd=REPO,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
 
     def wait_exit(self, timeout_s: float) -> int:
@@ -83,11 +92,14 @@ def test_faust_agent_round_trips_every_topic_record(
     produce_all(
         bootstrap_servers,
         f"{topic_prefix}relay-in",
-        [(f"k{i}".encode(), codec.encode(rec.schema_name, rec.to_avro()))
-         for i, rec in enumerate(records)],
+        [
+            (f"k{i}".encode(), codec.encode(rec.schema_name, rec.to_avro()))
+            for i, rec in enumerate(records)
+        ],
     )
-    out = read_all(bootstrap_servers, f"{topic_prefix}relay-out", expect_at_least=len(records),
-                   timeout_s=90)
+    out = read_all(
+        bootstrap_servers, f"{topic_prefix}relay-out", expect_at_least=len(records), timeout_s=90
+    )
     by_key = {m.key().decode(): m.value() for m in out}
     assert len(out) == len(records), relay.log.read_text()[-3000:]
     for i, rec in enumerate(records):
@@ -102,26 +114,29 @@ def test_aborted_faust_step_leaves_no_visible_output(
     outputs stay invisible to read_committed readers; the restarted worker redoes the work
     and every input appears exactly once."""
     inputs = [
-        CommitResult.from_avro(
-            {**samples()[7].to_avro(), "attemptId": f"attempt-{i:03d}"}
-        )
+        CommitResult.from_avro({**samples()[7].to_avro(), "attemptId": f"attempt-{i:03d}"})
         for i in range(20)
     ]
     produce_all(
         bootstrap_servers,
         f"{topic_prefix}relay-in",
-        [(rec.attempt_id.encode(), codec.encode(rec.schema_name, rec.to_avro()))
-         for rec in inputs],
+        [(rec.attempt_id.encode(), codec.encode(rec.schema_name, rec.to_avro())) for rec in inputs],
     )
     relay.start(crash_after=10)
     assert relay.wait_exit(120) == -9, relay.log.read_text()[-3000:]
     assert relay.relayed_lines() == 10
 
     relay.start()
-    committed = read_all(bootstrap_servers, f"{topic_prefix}relay-out", expect_at_least=20,
-                         timeout_s=120, settle_s=4)
-    everything = read_all(bootstrap_servers, f"{topic_prefix}relay-out", expect_at_least=20,
-                          read_committed=False, settle_s=1)
+    committed = read_all(
+        bootstrap_servers, f"{topic_prefix}relay-out", expect_at_least=20, timeout_s=120, settle_s=4
+    )
+    everything = read_all(
+        bootstrap_servers,
+        f"{topic_prefix}relay-out",
+        expect_at_least=20,
+        read_committed=False,
+        settle_s=1,
+    )
 
     seen = Counter(
         CommitResult.from_avro(codec.decode(m.value()).value).attempt_id for m in committed
