@@ -1,0 +1,49 @@
+# The two commands of the README: `make demo` and `make test`. Everything else serves them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint unit integration system-deps lock clean
+
+# Java and Maven start and fetch the embedded Kafka broker; install them when missing.
+system-deps:
+	@command -v java >/dev/null && command -v mvn >/dev/null || { \
+	  echo "installing a JDK and Maven (Debian packages)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    openjdk-17-jdk-headless maven >/dev/null; }
+
+$(STAMP): pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
+	touch $(STAMP)
+
+demo: system-deps $(STAMP)
+	$(BIN)/dcb demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+integration: system-deps $(STAMP)
+	$(BIN)/pytest tests/integration
+
+test: system-deps $(STAMP) lint
+	$(BIN)/pytest
+
+# Re-resolve the pinned dependency set (commit the result).
+lock:
+	$(PYTHON) -m venv /tmp/dcb-lock-venv
+	/tmp/dcb-lock-venv/bin/pip install -q --upgrade pip
+	/tmp/dcb-lock-venv/bin/pip install -q -e '.[dev]'
+	/tmp/dcb-lock-venv/bin/pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
+	rm -rf /tmp/dcb-lock-venv
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
