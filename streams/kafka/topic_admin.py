@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -65,28 +66,63 @@ def _create_missing(client: AdminClient, specs: Sequence[TopicSpec]) -> set[str]
     return created
 
 
-def _cleanup_policies(client: AdminClient, names: Sequence[str]) -> dict[str, str]:
-    resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
+def _cleanup_policies(
+    client: AdminClient, names: Sequence[str], timeout_s: float
+) -> dict[str, str]:
+    """Each topic's cleanup policy; a just-created topic may be unknown for a moment."""
+    deadline = time.monotonic() + timeout_s
     policies: dict[str, str] = {}
-    for resource, future in client.describe_configs(resources).items():
-        entries = future.result()
-        policies[resource.name] = entries["cleanup.policy"].value
-    return policies
+    while True:
+        pending = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names if n not in policies]
+        if not pending:
+            return policies
+        for resource, future in client.describe_configs(pending).items():
+            try:
+                policies[resource.name] = future.result()["cleanup.policy"].value
+            except KafkaException as exc:
+                retriable = exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+                if not retriable or time.monotonic() > deadline:
+                    raise TopicAdminError(
+                        f"describing topic {resource.name} failed: {exc.args[0].str()}"
+                    ) from None
+        time.sleep(0.1)
 
 
-def ensure_topics(client: AdminClient, specs: Sequence[TopicSpec]) -> list[TopicState]:
+def _partition_counts(
+    client: AdminClient, specs: Sequence[TopicSpec], timeout_s: float
+) -> dict[str, int]:
+    """Partition counts once metadata shows every topic (creation propagates asynchronously)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        topics = client.list_topics(timeout=15).topics
+        visible = {
+            s.name: len(topics[s.name].partitions)
+            for s in specs
+            if s.name in topics and topics[s.name].error is None and topics[s.name].partitions
+        }
+        if len(visible) == len(specs) or time.monotonic() > deadline:
+            missing = [s.name for s in specs if s.name not in visible]
+            if missing:
+                raise TopicAdminError(f"topics not visible in metadata: {', '.join(missing)}")
+            return visible
+        time.sleep(0.1)
+
+
+def ensure_topics(
+    client: AdminClient, specs: Sequence[TopicSpec], timeout_s: float = 30.0
+) -> list[TopicState]:
     """Create every missing topic; return each topic's state as the broker now reports it.
 
     Raises :class:`TopicConfigMismatchError` when an existing topic has another
     partition count or cleanup policy than its spec (nothing is changed then).
     """
     created = _create_missing(client, specs)
-    metadata = client.list_topics(timeout=15).topics
-    policies = _cleanup_policies(client, [s.name for s in specs])
+    counts = _partition_counts(client, specs, timeout_s)
+    policies = _cleanup_policies(client, [s.name for s in specs], timeout_s)
     states: list[TopicState] = []
     mismatches: list[dict[str, object]] = []
     for spec in specs:
-        partitions = len(metadata[spec.name].partitions)
+        partitions = counts[spec.name]
         policy = policies[spec.name]
         states.append(
             TopicState(

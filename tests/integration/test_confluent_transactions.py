@@ -7,9 +7,10 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaException, Message, TopicPartition
 
 from streams.codec import AvroCodec
+from streams.errors import CodecError
 from streams.kafka import clients
 from streams.kafka.topic_admin import ensure_topics
 from streams.kafka.topic_catalog import RECORD_TYPES, topic_specs
@@ -182,3 +183,31 @@ def test_consumer_group_splits_partitions_and_resumes_from_committed_offsets(
 def test_readiness_probe_tells_a_broker_from_a_closed_port(bootstrap_servers: str) -> None:
     assert clients.broker_answers(bootstrap_servers)
     assert not clients.broker_answers("127.0.0.1:1", timeout_s=1)
+
+
+def test_wrong_schema_bytes_on_a_topic_give_typed_errors(
+    settings: DcbSettings, codec: AvroCodec
+) -> None:
+    bootstrap = settings.resolved_bootstrap_servers
+    specs = {s.role.value: s for s in topic_specs(settings.topics)}
+    ensure_topics(clients.admin(bootstrap), list(specs.values()))
+    commands = specs["commands"]
+    command, certificate = samples()[0], samples()[6]
+    produce_all(
+        bootstrap,
+        commands.name,
+        [
+            (b"svc", b'{"serviceId": "svc", "kind": "COMMIT"}'),  # JSON, not Avro
+            (b"svc", b"\xc3\x01" + b"\xee" * 8 + b"\x02"),  # unknown fingerprint
+            (b"svc", codec.encode(certificate.schema_name, certificate.to_avro())),
+            (b"svc", codec.encode(command.schema_name, command.to_avro())),
+        ],
+    )
+    outcomes: list[str] = []
+    for msg in sorted(read_all(bootstrap, commands.name, expect_at_least=4), key=Message.offset):
+        try:
+            decoded = codec.decode(msg.value(), expected=commands.schema_name)
+            outcomes.append(type(command).from_avro(decoded.value).command_id)
+        except CodecError as exc:
+            outcomes.append(exc.code)
+    assert outcomes == ["malformed_record", "unknown_schema", "unexpected_schema", "a1"]

@@ -92,7 +92,8 @@ def test_faust_agent_round_trips_every_topic_record(
     produce_all(
         bootstrap_servers,
         f"{topic_prefix}relay-in",
-        [
+        [(b"k-bad", b"not avro at all")]  # the agent logs it and keeps going
+        + [
             (f"k{i}".encode(), codec.encode(rec.schema_name, rec.to_avro()))
             for i, rec in enumerate(records)
         ],
@@ -102,6 +103,7 @@ def test_faust_agent_round_trips_every_topic_record(
     )
     by_key = {m.key().decode(): m.value() for m in out}
     assert len(out) == len(records), relay.log.read_text()[-3000:]
+    assert "undecodable record" in relay.log.read_text()
     for i, rec in enumerate(records):
         decoded = codec.decode(by_key[f"k{i}"], expected=rec.schema_name)
         assert type(rec).from_avro(decoded.value) == rec
