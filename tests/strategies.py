@@ -89,16 +89,19 @@ allocations = model(
     ),
     allocated_at=millis,
 )
+target_fields: dict[str, st.SearchStrategy[object]] = {
+    "service_id": texts,
+    "tag": texts,
+    "allocator_lineage_id": ids,
+    "attempt_id": ids,
+    "suid": suids,
+    "event_id": ids,
+    "identity_digest": texts,
+}
 tag_deliveries = model(
     r.TagDelivery,
-    service_id=texts,
-    tag=texts,
+    **target_fields,
     action=st.sampled_from(["PREPARE", "INSTALL", "FENCE"]),
-    allocator_lineage_id=ids,
-    attempt_id=ids,
-    suid=suids,
-    event_id=ids,
-    identity_digest=texts,
     writer_epoch=longs,
     fence_epoch=maybe(longs),
     condition=maybe(conditions),
@@ -107,16 +110,10 @@ tag_deliveries = model(
 )
 tag_resolutions = model(
     r.TagResolution,
-    service_id=texts,
-    tag=texts,
+    **target_fields,
     status=st.sampled_from(
         ["PREPARED", "REJECTED", "INSTALLED_AND_COVERED", "ABSENT_AND_IRREVOCABLY_FENCED"]
     ),
-    allocator_lineage_id=ids,
-    attempt_id=ids,
-    suid=suids,
-    event_id=ids,
-    identity_digest=texts,
     obligation_digest=maybe(texts),
     tombstone_epoch=maybe(longs),
     rejection=maybe(error_infos),

@@ -108,16 +108,21 @@ class Allocation(AvroRecord):
     allocated_at: datetime
 
 
-class TagDelivery(AvroRecord):
-    schema_name: ClassVar[str] = "dcb.streams.TagDelivery"
+class TargetRecord(AvroRecord):
+    """The fields naming one target (a candidate's tag), shared by deliveries and resolutions."""
+
     service_id: str
     tag: str
-    action: Literal["PREPARE", "INSTALL", "FENCE"]
     allocator_lineage_id: str
     attempt_id: str
     suid: str
     event_id: str
     identity_digest: str
+
+
+class TagDelivery(TargetRecord):
+    schema_name: ClassVar[str] = "dcb.streams.TagDelivery"
+    action: Literal["PREPARE", "INSTALL", "FENCE"]
     writer_epoch: int
     fence_epoch: int | None = None
     condition: AppendCondition | None = None
@@ -125,18 +130,11 @@ class TagDelivery(AvroRecord):
     sent_at: datetime
 
 
-class TagResolution(AvroRecord):
+class TagResolution(TargetRecord):
     schema_name: ClassVar[str] = "dcb.streams.TagResolution"
-    service_id: str
-    tag: str
     status: Literal[
         "PREPARED", "REJECTED", "INSTALLED_AND_COVERED", "ABSENT_AND_IRREVOCABLY_FENCED"
     ]
-    allocator_lineage_id: str
-    attempt_id: str
-    suid: str
-    event_id: str
-    identity_digest: str
     obligation_digest: str | None = None
     tombstone_epoch: int | None = None
     rejection: ErrorInfo | None = None
@@ -193,3 +191,15 @@ class DeadLetter(AvroRecord):
     processor: str
     error: ErrorInfo
     failed_at: datetime
+
+
+def record_types() -> dict[str, type[AvroRecord]]:
+    """Every concrete record model by its Avro full name."""
+    found: dict[str, type[AvroRecord]] = {}
+    pending: list[type[AvroRecord]] = [AvroRecord]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if "schema_name" in cls.__dict__:
+            found[cls.schema_name] = cls
+    return found

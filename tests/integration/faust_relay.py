@@ -15,7 +15,7 @@ from pathlib import Path
 from streams.codec import AvroCodec, SchemaCatalog
 from streams.errors import CodecError
 from streams.kafka.faust_app import make_app, send_in_transaction
-from streams.model.records import AvroRecord
+from streams.model.records import record_types
 
 PREFIX = os.environ.get("RELAY_PREFIX", "relay.")
 IN_TOPIC = f"{PREFIX}relay-in"
@@ -31,7 +31,7 @@ codec = AvroCodec(SchemaCatalog())
 source = app.topic(
     IN_TOPIC, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
 )
-_TYPES: dict[str, type[AvroRecord]] = {cls.schema_name: cls for cls in AvroRecord.__subclasses__()}
+_TYPES = record_types()
 _relayed = 0
 
 
