@@ -106,3 +106,105 @@ class TopicAdminError(InfraError):
     """The broker refused a topic administration request."""
 
     code = "topic_admin_failed"
+
+
+# --- validation (bad input from a client or a topic) ---------------------------
+
+
+class ValidationError(DcbError):
+    """Input breaks a documented bound or rule; nothing was written."""
+
+    code = "validation_error"
+
+
+class InvalidSuidError(ValidationError):
+    """A SUID is not a 30-digit decimal string."""
+
+    code = "invalid_suid"
+
+
+class TagSetEmptyError(ValidationError):
+    """An event carries no tag once blanks are dropped; every event needs a boundary."""
+
+    code = "tags_empty"
+
+
+class TooManyTagsError(ValidationError):
+    """An event carries more distinct tags than the bound (32)."""
+
+    code = "too_many_tags"
+
+
+class TagTooLongError(ValidationError):
+    """A tag is longer than the bound (256 code points)."""
+
+    code = "tag_too_long"
+
+
+class EmptyAttemptError(ValidationError):
+    """A commit attempt carries no events."""
+
+    code = "empty_attempt"
+
+
+class AttemptTooLargeError(ValidationError):
+    """A commit attempt carries more events than the bound."""
+
+    code = "attempt_too_large"
+
+
+class InvalidEventError(ValidationError):
+    """An event is malformed: blank type or id, or a payload that is not JSON."""
+
+    code = "invalid_event"
+
+
+class InvalidConditionError(ValidationError):
+    """An append condition cannot be checked per tag (an item without tags, or too many items)."""
+
+    code = "invalid_condition"
+
+
+# --- the commit path -------------------------------------------------------------
+
+
+class AppendConditionFailed(DcbError):
+    """An event matching the condition's query exists (or is pending) after its position."""
+
+    code = "append_condition_failed"
+
+
+class StaleFenceError(DcbError):
+    """The writer epoch is older than one already seen: the writer is a zombie."""
+
+    code = "stale_fence"
+
+
+class LedgerError(DcbError):
+    """The issuance ledger refused an operation that would corrupt it."""
+
+    code = "ledger_error"
+
+
+class DivergentReplayError(LedgerError):
+    """An attempt id came back with different events: idempotency keys must not be reused."""
+
+    code = "divergent_replay"
+
+
+class EvidenceMismatchError(LedgerError):
+    """Resolution evidence does not match the immutable envelope it claims to resolve."""
+
+    code = "evidence_mismatch"
+
+
+class CorruptLedgerError(LedgerError):
+    """The ledger's own indexes disagree (count vs index); the certificate is withheld."""
+
+    code = "corrupt_ledger"
+
+
+class TagProtocolError(DcbError):
+    """A delivery breaks the protocol (install without a reservation); it is dead-lettered."""
+
+    code = "tag_protocol_error"

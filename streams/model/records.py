@@ -119,6 +119,10 @@ class TargetRecord(AvroRecord):
     event_id: str
     identity_digest: str
 
+    def target_fields(self) -> dict[str, str]:
+        """The shared fields by name, to answer a delivery about the same target."""
+        return {name: getattr(self, name) for name in TargetRecord.model_fields}
+
 
 class TagDelivery(TargetRecord):
     schema_name: ClassVar[str] = "dcb.streams.TagDelivery"

@@ -1,0 +1,491 @@
+"""The issuance ledger of one service: the functional core of the allocator.
+
+Each operation mutates ``state`` and returns a :class:`Step`: the records the shell
+must publish in the same Kafka transaction as the new state. No I/O happens here.
+
+An attempt is decided as a whole: every target of every candidate votes PREPARED
+and the ledger decides *install*, or one target votes REJECTED (or the grace window
+passes undecided) and the ledger decides *fence*. A decision is final, so a
+candidate is never installed in one tag and fenced in another.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from streams.errors import (
+    AttemptTooLargeError,
+    CorruptLedgerError,
+    DcbError,
+    DivergentReplayError,
+    EmptyAttemptError,
+    EvidenceMismatchError,
+    InvalidEventError,
+    StaleFenceError,
+)
+from streams.ledger.closed_prefix import closed_prefix
+from streams.ledger.state import (
+    AttemptState,
+    Candidate,
+    CompletedAttempt,
+    Envelope,
+    LedgerState,
+    Target,
+)
+from streams.model.digests import sha256_hex
+from streams.model.query import canonical_condition, guard_tags
+from streams.model.records import (
+    AllocatedCandidate,
+    Allocation,
+    Certificate,
+    CommitAttempt,
+    CommitResult,
+    CommittedEvent,
+    ErrorInfo,
+    TagDelivery,
+    TagResolution,
+)
+from streams.model.suid import issue_suids
+from streams.model.tags import canonical_tags
+from streams.reconcile.decision import plan_target
+
+MAX_EVENTS_PER_ATTEMPT = 256
+DEFAULT_GRACE_MS = 10_000
+DeliveryAction = Literal["PREPARE", "INSTALL", "FENCE"]
+
+
+@dataclass
+class Step:
+    """What one ledger operation asks the shell to publish, in one transaction."""
+
+    allocations: list[Allocation] = field(default_factory=list)
+    deliveries: list[TagDelivery] = field(default_factory=list)
+    events: list[CommittedEvent] = field(default_factory=list)
+    results: list[CommitResult] = field(default_factory=list)
+    completed: list[CompletedAttempt] = field(default_factory=list)
+    certificate: Certificate | None = None
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
+
+
+def _error(exc: DcbError) -> ErrorInfo:
+    details = json.dumps(exc.details, sort_keys=True, default=str) if exc.details else None
+    return ErrorInfo(code=exc.code, message=exc.message, details_json=details)
+
+
+def validate_attempt(attempt: CommitAttempt) -> CommitAttempt:
+    """The attempt with canonical tags and condition, or the typed error for the first fault."""
+    if not attempt.events:
+        raise EmptyAttemptError("a commit attempt needs at least one event")
+    if len(attempt.events) > MAX_EVENTS_PER_ATTEMPT:
+        raise AttemptTooLargeError(
+            f"{len(attempt.events)} events exceed the bound of {MAX_EVENTS_PER_ATTEMPT}",
+            count=len(attempt.events),
+        )
+    events = []
+    for index, event in enumerate(attempt.events):
+        if not event.event_type.strip() or not event.event_id.strip():
+            raise InvalidEventError(f"event {index}: blank event type or id", index=index)
+        try:
+            json.loads(event.payload)
+        except ValueError as exc:
+            raise InvalidEventError(
+                f"event {index}: payload is not JSON ({exc})", index=index
+            ) from exc
+        events.append(event.model_copy(update={"tags": list(canonical_tags(event.tags))}))
+    if len({e.event_id for e in events}) != len(events):
+        raise InvalidEventError("event ids repeat within the attempt")
+    condition = None if attempt.condition is None else canonical_condition(attempt.condition)
+    return attempt.model_copy(update={"events": events, "condition": condition})
+
+
+def membership_digest(attempt: CommitAttempt) -> str:
+    """What an attempt id stands for: its events and condition (not its writer epoch)."""
+    return sha256_hex(
+        {
+            "events": [e.model_dump(mode="json", exclude={"timestamp"}) for e in attempt.events],
+            "condition": None if attempt.condition is None else attempt.condition.to_avro(),
+        }
+    )
+
+
+class IssuanceLedger:
+    def __init__(self, state: LedgerState, grace_ms: int = DEFAULT_GRACE_MS) -> None:
+        self.state = state
+        self.grace_ms = grace_ms
+
+    # --- registration ---------------------------------------------------------------
+
+    def register(
+        self,
+        attempt: CommitAttempt,
+        now: datetime,
+        completed: CompletedAttempt | None = None,
+    ) -> Step:
+        """Allocate SUIDs for a new attempt, or answer a replay the same way as before.
+
+        Raises the validation error of a malformed attempt (nothing is registered) and
+        :class:`DivergentReplayError` when a known attempt id arrives with other events.
+        """
+        s = self.state
+        attempt = validate_attempt(attempt)
+        digest = membership_digest(attempt)
+        known = s.attempts.get(attempt.attempt_id)
+        if known is not None or completed is not None:
+            previous = known.membership_digest if known else completed.membership_digest  # type: ignore[union-attr]
+            if previous != digest:
+                raise DivergentReplayError(
+                    f"attempt {attempt.attempt_id} was registered with other events",
+                    attempt_id=attempt.attempt_id,
+                )
+            if completed is not None:
+                return Step(results=[self._completed_result(completed, now)])
+            return Step()
+        if attempt.writer_epoch < s.writer_epoch:
+            stale = StaleFenceError(
+                f"writer epoch {attempt.writer_epoch} is older than {s.writer_epoch}",
+                writer_epoch=attempt.writer_epoch,
+                current=s.writer_epoch,
+            )
+            done = CompletedAttempt(
+                attempt_id=attempt.attempt_id,
+                membership_digest=digest,
+                outcome="REJECTED",
+                suids=[],
+                error=_error(stale),
+            )
+            return Step(results=[self._completed_result(done, now)], completed=[done])
+        s.writer_epoch = attempt.writer_epoch
+        now_ms = _ms(now)
+        suids = issue_suids(s.watermark, now, len(attempt.events))
+        guards = guard_tags(attempt.condition) if attempt.condition else set()
+        guards -= {tag for event in attempt.events for tag in event.tags}
+        candidates = []
+        for index, (event, suid) in enumerate(zip(attempt.events, suids, strict=True)):
+            targets = tuple(sorted(set(event.tags) | (guards if index == 0 else set())))
+            identity = {
+                "serviceId": s.service_id,
+                "allocatorLineageId": s.allocator_lineage_id,
+                "attemptId": attempt.attempt_id,
+                "index": index,
+                "eventId": event.event_id,
+                "suid": suid,
+                "targetTags": list(targets),
+                "writerEpoch": attempt.writer_epoch,
+            }
+            envelope = Envelope(
+                service_id=s.service_id,
+                allocator_lineage_id=s.allocator_lineage_id,
+                attempt_id=attempt.attempt_id,
+                index=index,
+                event_id=event.event_id,
+                suid=suid,
+                target_tags=targets,
+                writer_epoch=attempt.writer_epoch,
+                identity_digest=sha256_hex(identity),
+                issued_at_ms=now_ms,
+            )
+            targets_state = {tag: Target(last_sent_ms=now_ms) for tag in targets}
+            candidates.append(Candidate(envelope=envelope, event=event, targets=targets_state))
+            s.issued.append(suid)
+            s.unresolved[suid] = (attempt.attempt_id, index)
+            s.unresolved_count += 1
+        s.watermark = suids[-1]
+        state = AttemptState(
+            attempt_id=attempt.attempt_id,
+            membership_digest=digest,
+            writer_epoch=attempt.writer_epoch,
+            condition=attempt.condition,
+            candidates=candidates,
+            issued_at_ms=now_ms,
+        )
+        s.attempts[attempt.attempt_id] = state
+        due = now_ms + self.grace_ms
+        if s.recovery_due_ms is None or s.recovery_due_ms > due:
+            s.recovery_due_ms = due
+        allocation = Allocation(
+            service_id=s.service_id,
+            allocator_lineage_id=s.allocator_lineage_id,
+            attempt_id=attempt.attempt_id,
+            writer_epoch=attempt.writer_epoch,
+            candidates=[
+                AllocatedCandidate(
+                    index=c.envelope.index,
+                    event_id=c.envelope.event_id,
+                    suid=c.envelope.suid,
+                    tags=list(c.envelope.target_tags),
+                    identity_digest=c.envelope.identity_digest,
+                )
+                for c in candidates
+            ],
+            allocated_at=now,
+        )
+        deliveries = [
+            self._delivery(state, c, tag, "PREPARE", now) for c in candidates for tag in c.targets
+        ]
+        return Step(allocations=[allocation], deliveries=deliveries)
+
+    # --- votes and evidence -----------------------------------------------------------
+
+    def apply_resolution(self, resolution: TagResolution, now: datetime) -> Step:
+        """Apply a vote or terminal evidence from a tag; duplicates and late echoes are no-ops."""
+        s = self.state
+        attempt = s.attempts.get(resolution.attempt_id)
+        if attempt is None:
+            if s.closed_prefix is not None and resolution.suid <= s.closed_prefix:
+                return Step()
+            raise EvidenceMismatchError(
+                f"no envelope for attempt {resolution.attempt_id} / {resolution.suid}",
+                attempt_id=resolution.attempt_id,
+                suid=resolution.suid,
+            )
+        candidate = self._matching_candidate(attempt, resolution)
+        target = candidate.targets[resolution.tag]
+        step = Step()
+        if resolution.status in ("PREPARED", "REJECTED"):
+            if target.status == "pending":
+                target.status = "prepared" if resolution.status == "PREPARED" else "rejected"
+                if resolution.status == "REJECTED" and attempt.rejection is None:
+                    attempt.rejection = resolution.rejection or ErrorInfo(
+                        code="rejected", message=f"tag {resolution.tag} rejected the attempt"
+                    )
+            self._decide(attempt, now, step)
+            return step
+        if target.status in ("installed", "fenced"):
+            return step
+        installed = resolution.status == "INSTALLED_AND_COVERED"
+        consistent = (
+            attempt.decision == "install" and bool(resolution.obligation_digest)
+            if installed
+            else attempt.decision != "install" and resolution.tombstone_epoch is not None
+        )
+        if not consistent:
+            raise EvidenceMismatchError(
+                f"{resolution.status} evidence contradicts the decision ({attempt.decision}) "
+                "or lacks its obligation digest / tombstone epoch",
+                attempt_id=attempt.attempt_id,
+                tag=resolution.tag,
+            )
+        target.status = "installed" if installed else "fenced"
+        target.obligation_digest = resolution.obligation_digest
+        target.tombstone_epoch = resolution.tombstone_epoch
+        if candidate.resolved:
+            self._settle(candidate, now, step)
+        return step
+
+    @staticmethod
+    def _matching_candidate(attempt: AttemptState, resolution: TagResolution) -> Candidate:
+        for candidate in attempt.candidates:
+            envelope = candidate.envelope
+            if envelope.suid != resolution.suid:
+                continue
+            if (
+                envelope.service_id == resolution.service_id
+                and envelope.allocator_lineage_id == resolution.allocator_lineage_id
+                and envelope.event_id == resolution.event_id
+                and envelope.identity_digest == resolution.identity_digest
+                and resolution.tag in envelope.target_tags
+            ):
+                return candidate
+        raise EvidenceMismatchError(
+            "resolution evidence does not match the immutable envelope",
+            attempt_id=resolution.attempt_id,
+            suid=resolution.suid,
+            tag=resolution.tag,
+        )
+
+    def _decide(self, attempt: AttemptState, now: datetime, step: Step) -> None:
+        if attempt.decision is not None:
+            return
+        statuses = [t.status for c in attempt.candidates for t in c.targets.values()]
+        if "rejected" in statuses:
+            self._fence(attempt, now, step)
+        elif all(status == "prepared" for status in statuses):
+            attempt.decision = "install"
+            step.deliveries.extend(self._decision_deliveries(attempt, now))
+
+    def _fence(self, attempt: AttemptState, now: datetime, step: Step) -> None:
+        self.state.fence_epoch += 1
+        attempt.decision = "fence"
+        attempt.fence_epoch = self.state.fence_epoch
+        if attempt.rejection is None:
+            attempt.rejection = ErrorInfo(
+                code="reservation_expired",
+                message="the attempt was not decided within the grace window and was fenced",
+            )
+        step.deliveries.extend(self._decision_deliveries(attempt, now))
+        attempt.answered = True
+        step.results.append(
+            CommitResult(
+                service_id=self.state.service_id,
+                attempt_id=attempt.attempt_id,
+                outcome="REJECTED",
+                suids=[],
+                error=attempt.rejection,
+                decided_at=now,
+            )
+        )
+
+    def _decision_deliveries(self, attempt: AttemptState, now: datetime) -> list[TagDelivery]:
+        action: DeliveryAction = "INSTALL" if attempt.decision == "install" else "FENCE"
+        out = []
+        for candidate in attempt.candidates:
+            for tag, target in candidate.targets.items():
+                if target.status not in ("installed", "fenced"):
+                    target.sends, target.last_sent_ms = 1, _ms(now)
+                    out.append(self._delivery(attempt, candidate, tag, action, now))
+        return out
+
+    def _delivery(
+        self,
+        attempt: AttemptState,
+        candidate: Candidate,
+        tag: str,
+        action: DeliveryAction,
+        now: datetime,
+    ) -> TagDelivery:
+        e = candidate.envelope
+        return TagDelivery(
+            service_id=e.service_id,
+            tag=tag,
+            allocator_lineage_id=e.allocator_lineage_id,
+            attempt_id=e.attempt_id,
+            suid=e.suid,
+            event_id=e.event_id,
+            identity_digest=e.identity_digest,
+            action=action,
+            writer_epoch=e.writer_epoch,
+            fence_epoch=attempt.fence_epoch if action == "FENCE" else None,
+            condition=attempt.condition if action == "PREPARE" else None,
+            event=candidate.event if action == "PREPARE" else None,
+            sent_at=now,
+        )
+
+    # --- settling, the prefix, answers --------------------------------------------------
+
+    def _settle(self, candidate: Candidate, now: datetime, step: Step) -> None:
+        s = self.state
+        suid = candidate.envelope.suid
+        if s.unresolved.pop(suid, None) is None:
+            return
+        if s.unresolved_count <= 0:
+            raise CorruptLedgerError("unresolved count would go below zero", suid=suid)
+        s.unresolved_count -= 1
+        before = s.closed_prefix
+        after = self.compute_prefix()
+        if after == before:
+            return
+        s.closed_prefix = after
+        assert after is not None
+        s.issued = s.issued[bisect_left(s.issued, after) :]
+        self._publish_covered(after, now, step)
+        step.certificate = self.certificate(now)
+
+    def compute_prefix(self) -> str | None:
+        s = self.state
+        if s.unresolved_count != len(s.unresolved):
+            raise CorruptLedgerError(
+                f"unresolved count {s.unresolved_count} disagrees with the index "
+                f"({len(s.unresolved)} entries)",
+                count=s.unresolved_count,
+                indexed=len(s.unresolved),
+            )
+        least = min(s.unresolved) if s.unresolved else None
+        return closed_prefix(s.issued, least, s.watermark, s.closed_prefix)
+
+    def _publish_covered(self, after: str, now: datetime, step: Step) -> None:
+        """Publish what the prefix now covers in SUID order; answer attempts it fully covers."""
+        s = self.state
+        covered = []
+        for attempt in list(s.attempts.values()):
+            suids = [c.envelope.suid for c in attempt.candidates]
+            if max(suids) > after:
+                continue
+            covered.append(attempt)
+            del s.attempts[attempt.attempt_id]
+        for attempt in sorted(covered, key=lambda a: a.candidates[0].envelope.suid):
+            if attempt.decision == "install":
+                step.events.extend(
+                    CommittedEvent(
+                        service_id=s.service_id,
+                        suid=c.envelope.suid,
+                        allocator_lineage_id=s.allocator_lineage_id,
+                        attempt_id=attempt.attempt_id,
+                        event=c.event,
+                    )
+                    for c in attempt.candidates
+                )
+            done = CompletedAttempt(
+                attempt_id=attempt.attempt_id,
+                membership_digest=attempt.membership_digest,
+                outcome="COMMITTED" if attempt.decision == "install" else "REJECTED",
+                suids=[c.envelope.suid for c in attempt.candidates]
+                if attempt.decision == "install"
+                else [],
+                error=attempt.rejection if attempt.decision != "install" else None,
+            )
+            step.completed.append(done)
+            if not attempt.answered:
+                step.results.append(self._completed_result(done, now))
+
+    def _completed_result(self, done: CompletedAttempt, now: datetime) -> CommitResult:
+        return CommitResult(
+            service_id=self.state.service_id,
+            attempt_id=done.attempt_id,
+            outcome=done.outcome,
+            suids=done.suids,
+            error=done.error,
+            decided_at=now,
+        )
+
+    def certificate(self, now: datetime) -> Certificate:
+        s = self.state
+        return Certificate(
+            certificate_version=1,
+            authority="allocator-transaction",
+            status="READY",
+            allocator_lineage_id=s.allocator_lineage_id,
+            service_id=s.service_id,
+            closed_prefix_suid=s.closed_prefix,
+            unresolved_count=s.unresolved_count,
+            generated_at=now,
+            coverage=[],
+        )
+
+    # --- recovery --------------------------------------------------------------------
+
+    def reconcile(self, now: datetime, skip_grace: bool = False) -> Step:
+        """One reconciler pass: fence what is undecided past the grace, resend what is stuck."""
+        s = self.state
+        now_ms = _ms(now)
+        step = Step()
+        next_due: int | None = None
+        for attempt in list(s.attempts.values()):
+            due = attempt.issued_at_ms + self.grace_ms
+            if attempt.decision is None and (skip_grace or due <= now_ms):
+                self._fence(attempt, now, step)
+                continue
+            for candidate in attempt.candidates:
+                for tag, target in candidate.targets.items():
+                    action = plan_target(
+                        target, attempt.decision, now_ms, self.grace_ms, skip_grace
+                    )
+                    if action.resend:
+                        target.sends += 1
+                        target.last_sent_ms = now_ms
+                        kind: DeliveryAction = (
+                            "INSTALL" if attempt.decision == "install" else "FENCE"
+                        )
+                        step.deliveries.append(self._delivery(attempt, candidate, tag, kind, now))
+                    if action.look_again_at_ms is not None:
+                        next_due = min(next_due or action.look_again_at_ms, action.look_again_at_ms)
+            if attempt.decision is None:
+                next_due = min(next_due or due, due)
+        s.recovery_due_ms = next_due
+        return step

@@ -1,0 +1,1 @@
+"""The reconciler: finds candidates stuck past the grace window and settles them."""

@@ -1,0 +1,1 @@
+"""Tag tables: one consistency boundary's installed events, reservations and tombstones."""

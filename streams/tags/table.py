@@ -1,0 +1,189 @@
+"""The tag table of one (service, tag): the functional core of the tag processor.
+
+PREPARE checks the attempt's append condition (the items guarded at this tag) against
+installed events after the condition's position and against other attempts' pending
+reservations (a pending event that would match blocks, conservatively), checks the
+writer epoch, then reserves. INSTALL turns the reservation into a visible event;
+FENCE drops it and leaves a tombstone that answers every later delivery for that
+SUID. Every answer is idempotent: a redelivered record gets the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from streams.errors import TagProtocolError
+from streams.model.digests import obligation_digest
+from streams.model.query import item_matches, items_guarded_at
+from streams.model.records import ErrorInfo, QueryItem, TagDelivery, TagResolution
+
+ResolutionStatus = Literal[
+    "PREPARED", "REJECTED", "INSTALLED_AND_COVERED", "ABSENT_AND_IRREVOCABLY_FENCED"
+]
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InstalledEvent(_Row):
+    suid: str
+    attempt_id: str
+    event_id: str
+    event_type: str
+    tags: tuple[str, ...]
+    obligation_digest: str
+
+
+class Reservation(InstalledEvent):
+    """A prepared candidate; ``check_only`` when the tag guards a condition but the event
+    does not carry it (it reserves the check, not a place in the tag)."""
+
+    check_only: bool
+
+
+class TagTableState(_Row):
+    service_id: str
+    tag: str
+    writer_epoch: int = 0
+    head: str | None = None
+    installed: list[InstalledEvent] = Field(default_factory=list)
+    reservations: dict[str, Reservation] = Field(default_factory=dict)
+    tombstones: dict[str, int] = Field(default_factory=dict)
+
+    def installed_by_suid(self, suid: str) -> InstalledEvent | None:
+        # Installs arrive roughly in SUID order: search from the newest.
+        return next((e for e in reversed(self.installed) if e.suid == suid), None)
+
+
+class TagTable:
+    def __init__(self, state: TagTableState) -> None:
+        self.state = state
+
+    def handle(self, delivery: TagDelivery, now: datetime) -> TagResolution:
+        s = self.state
+        if delivery.suid in s.tombstones:
+            return self._answer(delivery, now, "ABSENT_AND_IRREVOCABLY_FENCED")
+        installed = s.installed_by_suid(delivery.suid)
+        if installed is not None:
+            return self._answer(
+                delivery, now, "INSTALLED_AND_COVERED", digest=installed.obligation_digest
+            )
+        if delivery.action == "PREPARE":
+            return self._prepare(delivery, now)
+        reservation = s.reservations.pop(delivery.suid, None)
+        if delivery.action == "FENCE":
+            s.tombstones[delivery.suid] = delivery.fence_epoch or 0
+            return self._answer(delivery, now, "ABSENT_AND_IRREVOCABLY_FENCED")
+        if reservation is None:
+            raise TagProtocolError(
+                f"INSTALL of {delivery.suid} at {s.tag} without a reservation",
+                suid=delivery.suid,
+                tag=s.tag,
+            )
+        if not reservation.check_only:
+            s.installed.append(InstalledEvent(**reservation.model_dump(exclude={"check_only"})))
+            s.head = max(s.head or reservation.suid, reservation.suid)
+        return self._answer(
+            delivery, now, "INSTALLED_AND_COVERED", digest=reservation.obligation_digest
+        )
+
+    def _prepare(self, delivery: TagDelivery, now: datetime) -> TagResolution:
+        s = self.state
+        if delivery.suid in s.reservations:
+            return self._answer(delivery, now, "PREPARED")
+        if delivery.writer_epoch < s.writer_epoch:
+            return self._reject(
+                delivery,
+                now,
+                "stale_fence",
+                f"writer epoch {delivery.writer_epoch} is older than {s.writer_epoch} at {s.tag}",
+                {"writerEpoch": delivery.writer_epoch, "current": s.writer_epoch},
+            )
+        event = delivery.event
+        if event is None:
+            return self._reject(delivery, now, "invalid_delivery", "PREPARE without its event", {})
+        conflict = self._conflict(delivery)
+        if conflict is not None:
+            pending = conflict.suid in s.reservations
+            return self._reject(
+                delivery,
+                now,
+                "append_condition_failed",
+                f"an event matching the condition {'is pending' if pending else 'exists'} "
+                f"at tag {s.tag}",
+                {"tag": s.tag, "conflictingSuid": conflict.suid, "pending": pending},
+            )
+        s.writer_epoch = delivery.writer_epoch
+        s.reservations[delivery.suid] = Reservation(
+            suid=delivery.suid,
+            attempt_id=delivery.attempt_id,
+            event_id=event.event_id,
+            event_type=event.event_type,
+            tags=tuple(event.tags),
+            obligation_digest=obligation_digest(event),
+            check_only=s.tag not in event.tags,
+        )
+        return self._answer(delivery, now, "PREPARED")
+
+    def _conflict(self, delivery: TagDelivery) -> InstalledEvent | None:
+        condition = delivery.condition
+        if condition is None:
+            return None
+        items = items_guarded_at(condition, self.state.tag)
+        if not items:
+            return None
+
+        def hit(event: InstalledEvent) -> bool:
+            return any(_matches(item, event) for item in items)
+
+        after = condition.after
+        for installed in reversed(self.state.installed):
+            if after is not None and installed.suid <= after:
+                break
+            if hit(installed):
+                return installed
+        for reservation in self.state.reservations.values():
+            if (
+                reservation.attempt_id != delivery.attempt_id
+                and not reservation.check_only
+                and hit(reservation)
+            ):
+                return reservation
+        return None
+
+    def _reject(
+        self,
+        delivery: TagDelivery,
+        now: datetime,
+        code: str,
+        message: str,
+        details: dict[str, object],
+    ) -> TagResolution:
+        error = ErrorInfo(code=code, message=message, details_json=json.dumps(details))
+        return self._answer(delivery, now, "REJECTED", rejection=error)
+
+    def _answer(
+        self,
+        delivery: TagDelivery,
+        now: datetime,
+        status: ResolutionStatus,
+        digest: str | None = None,
+        rejection: ErrorInfo | None = None,
+    ) -> TagResolution:
+        return TagResolution(
+            **delivery.target_fields(),
+            status=status,
+            obligation_digest=digest,
+            tombstone_epoch=self.state.tombstones.get(delivery.suid),
+            rejection=rejection,
+            observed_at=now,
+        )
+
+
+def _matches(item: QueryItem, event: InstalledEvent) -> bool:
+    return item_matches(item, event.event_type, event.tags)

@@ -1,0 +1,339 @@
+"""The issuance ledger, tag table and reconciler cores, rule by rule."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from streams.errors import (
+    CorruptLedgerError,
+    DivergentReplayError,
+    EmptyAttemptError,
+    EvidenceMismatchError,
+    InvalidConditionError,
+    InvalidEventError,
+    TagProtocolError,
+    TooManyTagsError,
+)
+from streams.ledger.ledger import IssuanceLedger, Step
+from streams.ledger.state import LedgerState, Target
+from streams.model.records import (
+    AppendCondition,
+    CommitAttempt,
+    EventData,
+    QueryItem,
+    TagDelivery,
+    TagResolution,
+)
+from streams.reconcile.decision import TargetOutcome, backoff_ms, plan_target
+from streams.tags.table import TagTable, TagTableState
+
+T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+GRACE = 1_000
+
+
+def event(n: int, *tags: str, event_type: str = "Registered") -> EventData:
+    return EventData(
+        event_id=f"e{n}", event_type=event_type, payload="{}", tags=list(tags), timestamp=T0
+    )
+
+
+def attempt(
+    name: str, *events: EventData, condition: AppendCondition | None = None, epoch: int = 0
+) -> CommitAttempt:
+    return CommitAttempt(
+        attempt_id=name, writer_epoch=epoch, events=list(events), condition=condition
+    )
+
+
+def unique(tag: str, after: str | None = None) -> AppendCondition:
+    return AppendCondition(fail_if_events_match=[QueryItem(tags=[tag])], after=after)
+
+
+def new_ledger() -> IssuanceLedger:
+    return IssuanceLedger(LedgerState(service_id="svc", allocator_lineage_id="L"), GRACE)
+
+
+class Tags:
+    """Tag tables that answer deliveries immediately."""
+
+    def __init__(self) -> None:
+        self.tables: dict[str, TagTable] = {}
+
+    def answer(self, deliveries: list[TagDelivery]) -> list[TagResolution]:
+        return [
+            self.tables.setdefault(
+                d.tag, TagTable(TagTableState(service_id="svc", tag=d.tag))
+            ).handle(d, T0)
+            for d in deliveries
+        ]
+
+
+def run(ledger: IssuanceLedger, tags: Tags, step: Step) -> Step:
+    """Feed a step's deliveries through the tags and the answers back, until quiet."""
+    total = Step()
+    pending = list(step.deliveries)
+    while pending:
+        answers = tags.answer(pending)
+        pending = []
+        for answer in answers:
+            out = ledger.apply_resolution(answer, T0)
+            pending += out.deliveries
+            total.events += out.events
+            total.results += out.results
+            total.completed += out.completed
+            total.certificate = out.certificate or total.certificate
+    return total
+
+
+def test_a_committed_attempt_is_published_answered_and_certified() -> None:
+    ledger, tags = new_ledger(), Tags()
+    step = ledger.register(attempt("a1", event(1, "user:bob", "org:x")), T0)
+    assert [d.action for d in step.deliveries] == ["PREPARE", "PREPARE"]
+    (allocation,) = step.allocations
+    done = run(ledger, tags, step)
+    (result,) = done.results
+    assert result.outcome == "COMMITTED" and result.suids == [allocation.candidates[0].suid]
+    assert [e.suid for e in done.events] == result.suids
+    assert done.certificate is not None
+    assert done.certificate.closed_prefix_suid == result.suids[0]
+    assert done.certificate.unresolved_count == 0
+    assert ledger.state.attempts == {}
+
+
+def test_replay_answers_the_same_and_divergent_replay_is_refused() -> None:
+    ledger, tags = new_ledger(), Tags()
+    first = ledger.register(attempt("a1", event(1, "user:bob")), T0)
+    assert ledger.register(attempt("a1", event(1, "user:bob")), T0) == Step()  # in flight
+    done = run(ledger, tags, first)
+    replay = ledger.register(attempt("a1", event(1, "user:bob")), T0, done.completed[0])
+    assert [(r.outcome, r.suids) for r in replay.results] == [
+        (r.outcome, r.suids) for r in done.results
+    ]
+    with pytest.raises(DivergentReplayError) as info:
+        ledger.register(attempt("a1", event(1, "user:alice")), T0, done.completed[0])
+    assert info.value.code == "divergent_replay"
+
+
+def test_a_rejecting_tag_fences_every_target_and_answers_at_once() -> None:
+    ledger, tags = new_ledger(), Tags()
+    run(ledger, tags, ledger.register(attempt("a1", event(1, "user:bob")), T0))
+    step = ledger.register(
+        attempt("a2", event(2, "user:bob", "org:x"), condition=unique("user:bob")), T0
+    )
+    done = run(ledger, tags, step)
+    (result,) = done.results
+    assert result.outcome == "REJECTED" and result.suids == []
+    assert result.error is not None and result.error.code == "append_condition_failed"
+    assert done.events == []
+    assert ledger.state.unresolved == {}
+    org = tags.tables["org:x"].state
+    assert org.installed == [] and org.reservations == {} and len(org.tombstones) == 1
+
+
+def test_a_stale_writer_epoch_is_refused_before_any_suid() -> None:
+    ledger = new_ledger()
+    ledger.register(attempt("a1", event(1, "t"), epoch=3), T0)
+    watermark = ledger.state.watermark
+    step = ledger.register(attempt("a2", event(2, "t"), epoch=2), T0)
+    (result,) = step.results
+    assert result.error is not None and result.error.code == "stale_fence"
+    assert step.deliveries == [] and ledger.state.watermark == watermark
+
+
+def test_the_prefix_waits_below_a_hole_and_moves_when_it_resolves() -> None:
+    ledger, tags = new_ledger(), Tags()
+    early = ledger.register(attempt("a1", event(1, "x")), T0)
+    late = ledger.register(attempt("a2", event(2, "y")), T0)
+    done_late = run(ledger, tags, late)
+    assert done_late.results == [] and done_late.events == [] and done_late.certificate is None
+    assert ledger.state.closed_prefix is None  # a1's SUID is the hole: nothing below it
+    done_early = run(ledger, tags, early)
+    assert [r.attempt_id for r in done_early.results] == ["a1", "a2"]
+    assert [e.attempt_id for e in done_early.events] == ["a1", "a2"]
+    assert done_early.certificate is not None
+    assert done_early.certificate.closed_prefix_suid == ledger.state.watermark
+
+
+def test_evidence_that_does_not_match_the_envelope_is_refused() -> None:
+    ledger, tags = new_ledger(), Tags()
+    step = ledger.register(attempt("a1", event(1, "x")), T0)
+    (vote,) = tags.answer(step.deliveries)
+    for forged in (
+        vote.model_copy(update={"identity_digest": "0" * 64}),
+        vote.model_copy(update={"tag": "not-a-member"}),
+        vote.model_copy(update={"allocator_lineage_id": "other"}),
+        vote.model_copy(update={"attempt_id": "unknown"}),
+    ):
+        with pytest.raises(EvidenceMismatchError) as info:
+            ledger.apply_resolution(forged, T0)
+        assert info.value.code == "evidence_mismatch"
+    installed_early = vote.model_copy(
+        update={"status": "INSTALLED_AND_COVERED", "obligation_digest": "d"}
+    )
+    with pytest.raises(EvidenceMismatchError):
+        ledger.apply_resolution(installed_early, T0)  # no install decision yet
+
+
+def test_duplicate_evidence_is_harmless_and_a_corrupt_count_is_detected() -> None:
+    ledger, tags = new_ledger(), Tags()
+    step = ledger.register(attempt("a1", event(1, "x")), T0)
+    (vote,) = tags.answer(step.deliveries)
+    install = ledger.apply_resolution(vote, T0)
+    (terminal,) = tags.answer(install.deliveries)
+    assert ledger.apply_resolution(terminal, T0).results
+    assert ledger.apply_resolution(terminal, T0) == Step()  # late echo at or below the prefix
+    ledger.register(attempt("a2", event(2, "x")), T0)
+    ledger.state.unresolved_count += 1
+    with pytest.raises(CorruptLedgerError) as info:
+        ledger.compute_prefix()
+    assert info.value.code == "corrupt_ledger"
+
+
+def test_bad_attempts_are_refused_whole() -> None:
+    ledger = new_ledger()
+    bad = [
+        (attempt("a"), EmptyAttemptError),
+        (attempt("b", event(1, *[f"t{i}" for i in range(33)])), TooManyTagsError),
+        (
+            attempt("c", event(1, "t").model_copy(update={"payload": "{not json"})),
+            InvalidEventError,
+        ),
+        (attempt("d", event(1, "t"), event(1, "u")), InvalidEventError),
+        (
+            attempt(
+                "e",
+                event(1, "t"),
+                condition=AppendCondition(fail_if_events_match=[QueryItem(types=["X"])]),
+            ),
+            InvalidConditionError,
+        ),
+    ]
+    for request, error in bad:
+        with pytest.raises(error):
+            ledger.register(request, T0)
+    assert ledger.state == new_ledger().state  # nothing partially written
+
+
+def test_the_reconciler_fences_a_never_contacted_target_only_after_the_grace() -> None:
+    ledger, tags = new_ledger(), Tags()
+    lost = ledger.register(attempt("a1", event(1, "x", "y")), T0)  # deliveries never sent
+    assert ledger.reconcile(T0 + timedelta(milliseconds=GRACE - 1)) == Step()
+    step = ledger.reconcile(T0 + timedelta(milliseconds=GRACE))
+    assert {d.action for d in step.deliveries} == {"FENCE"}
+    (result,) = step.results
+    assert result.error is not None and result.error.code == "reservation_expired"
+    run(ledger, tags, step)
+    assert ledger.state.unresolved == {}
+    # the lost PREPAREs arrive late: the tombstones refuse them
+    late = tags.answer(lost.deliveries)
+    assert {r.status for r in late} == {"ABSENT_AND_IRREVOCABLY_FENCED"}
+    assert all(t.state.installed == [] for t in tags.tables.values())
+
+
+def test_the_reconciler_resends_a_decision_nobody_answered_with_backoff() -> None:
+    ledger, tags = new_ledger(), Tags()
+    step = ledger.register(attempt("a1", event(1, "x")), T0)
+    votes = tags.answer(step.deliveries)
+    install = ledger.apply_resolution(votes[0], T0)  # the INSTALL is lost
+    assert [d.action for d in install.deliveries] == ["INSTALL"]
+    assert ledger.reconcile(T0 + timedelta(milliseconds=GRACE - 1)).deliveries == []
+    again = ledger.reconcile(T0 + timedelta(milliseconds=GRACE))
+    assert [d.action for d in again.deliveries] == ["INSTALL"]
+    assert ledger.state.recovery_due_ms is not None
+    assert run(ledger, tags, again).results[0].outcome == "COMMITTED"
+
+
+def test_plan_target_outcomes() -> None:
+    assert plan_target(Target(status="installed"), "install", 0, GRACE, False).outcome == (
+        TargetOutcome.TERMINAL
+    )
+    assert plan_target(Target(), None, 0, GRACE, False).outcome == TargetOutcome.NEVER_CONTACTED
+    assert plan_target(Target(status="prepared"), None, 0, GRACE, False).fence
+    waiting = plan_target(Target(last_sent_ms=0), "install", 10, GRACE, False)
+    assert waiting.outcome == TargetOutcome.NOT_TERMINAL_YET and not waiting.resend
+    stuck = plan_target(Target(last_sent_ms=0, sends=2), "fence", 2 * GRACE, GRACE, False)
+    assert stuck.outcome == TargetOutcome.UNREACHABLE and stuck.resend
+    assert [backoff_ms(n, GRACE) for n in (1, 2, 3, 4, 5, 9)] == [
+        GRACE,
+        2 * GRACE,
+        4 * GRACE,
+        8 * GRACE,
+        8 * GRACE,
+        8 * GRACE,
+    ]
+
+
+# --- the tag table ------------------------------------------------------------------
+
+
+def delivery(action: str, suid: str, tag: str = "t", **extra: object) -> TagDelivery:
+    fields: dict[str, object] = {
+        "service_id": "svc",
+        "tag": tag,
+        "allocator_lineage_id": "L",
+        "attempt_id": f"a-{suid}",
+        "suid": suid,
+        "event_id": f"e-{suid}",
+        "identity_digest": "d",
+        "action": action,
+        "writer_epoch": 0,
+        "sent_at": T0,
+    }
+    fields.update(extra)
+    return TagDelivery(**fields)  # type: ignore[arg-type]
+
+
+def suid(n: int) -> str:
+    return f"{n:030d}"
+
+
+def test_tag_table_checks_conditions_after_their_position_and_pending_reservations() -> None:
+    table = TagTable(TagTableState(service_id="svc", tag="t"))
+    ev = event(1, "t")
+    assert table.handle(delivery("PREPARE", suid(1), event=ev), T0).status == "PREPARED"
+    guarded = {"event": event(2, "t"), "condition": unique("t")}
+    pending = table.handle(delivery("PREPARE", suid(2), **guarded), T0)
+    assert pending.status == "REJECTED" and pending.rejection is not None
+    assert json.loads(pending.rejection.details_json or "{}")["pending"] is True
+    assert table.handle(delivery("INSTALL", suid(1)), T0).status == "INSTALLED_AND_COVERED"
+    assert table.state.head == suid(1)
+    after_it = {"event": event(3, "t"), "condition": unique("t", after=suid(1))}
+    assert table.handle(delivery("PREPARE", suid(3), **after_it), T0).status == "PREPARED"
+    before_it = {"event": event(4, "t"), "condition": unique("t", after=suid(0))}
+    assert table.handle(delivery("PREPARE", suid(4), **before_it), T0).status == "REJECTED"
+
+
+def test_tag_table_refuses_stale_epochs_and_honours_tombstones_forever() -> None:
+    table = TagTable(TagTableState(service_id="svc", tag="t"))
+    assert table.handle(delivery("PREPARE", suid(1), event=event(1, "t"), writer_epoch=5), T0)
+    stale = table.handle(delivery("PREPARE", suid(2), event=event(2, "t"), writer_epoch=4), T0)
+    assert stale.rejection is not None and stale.rejection.code == "stale_fence"
+    fenced = table.handle(delivery("FENCE", suid(1), fence_epoch=7), T0)
+    assert (fenced.status, fenced.tombstone_epoch) == ("ABSENT_AND_IRREVOCABLY_FENCED", 7)
+    for action in ("PREPARE", "INSTALL", "FENCE"):
+        again = table.handle(delivery(action, suid(1), event=event(1, "t"), writer_epoch=9), T0)
+        assert again.status == "ABSENT_AND_IRREVOCABLY_FENCED"
+    assert table.state.installed == []
+    with pytest.raises(TagProtocolError):
+        table.handle(delivery("INSTALL", suid(3)), T0)
+
+
+def test_a_guard_tag_the_event_does_not_carry_is_checked_but_never_installed() -> None:
+    ledger, tags = new_ledger(), Tags()
+    run(ledger, tags, ledger.register(attempt("a1", event(1, "course:c1")), T0))
+    step = ledger.register(attempt("a2", event(2, "student:s1"), condition=unique("course:c1")), T0)
+    assert sorted(d.tag for d in step.deliveries) == ["course:c1", "student:s1"]
+    done = run(ledger, tags, step)
+    assert done.results[0].error is not None
+    assert done.results[0].error.code == "append_condition_failed"
+    ok = ledger.register(
+        attempt(
+            "a3", event(3, "student:s1"), condition=unique("course:c1", ledger.state.watermark)
+        ),
+        T0,
+    )
+    assert run(ledger, tags, ok).results[0].outcome == "COMMITTED"
+    assert [e.event_id for e in tags.tables["course:c1"].state.installed] == ["e1"]
