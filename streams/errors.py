@@ -208,3 +208,9 @@ class TagProtocolError(DcbError):
     """A delivery breaks the protocol (install without a reservation); it is dead-lettered."""
 
     code = "tag_protocol_error"
+
+
+class KafkaUnavailableError(DcbError):
+    """The broker did not answer a client request (in time)."""
+
+    code = "kafka_unavailable"

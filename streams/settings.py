@@ -70,6 +70,20 @@ class TopicSettings(BaseModel):
     replication_factor: int = 1
 
 
+class WorkerSettings(BaseModel):
+    """The stream processors (``dcb worker``)."""
+
+    app_id: str = Field("dcb-worker", description="faust app id: consumer group and table names")
+    data_dir: Path | None = Field(None, description="faust data folder; default: under cache_dir")
+    grace_ms: int = Field(
+        10_000, description="reservation window: undecided attempts are fenced after it"
+    )
+    commit_interval_s: float = Field(
+        0.1, description="how often a worker commits its transactions (bounds commit latency)"
+    )
+    reconcile_interval_s: float = Field(1.0, description="how often the reconciler timer looks")
+
+
 class DcbSettings(BaseSettings):
     """All of dcb-streams' configuration."""
 
@@ -84,6 +98,7 @@ class DcbSettings(BaseSettings):
     schema_dir: Path | None = Field(None, description="Avro schemas; default: the bundled ones")
     broker: BrokerSettings = Field(default_factory=BrokerSettings)
     topics: TopicSettings = Field(default_factory=TopicSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -1,125 +1,165 @@
-"""``dcb demo``: what a new user runs first."""
+"""``dcb demo``: the course-subscription example, end to end, as a new user first meets it."""
 
 from __future__ import annotations
 
-import json
+import os
+import random
+import subprocess
+import sys
 import time
 import uuid
-from datetime import UTC, datetime
-from typing import Annotated
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
+from rich.progress import Progress
 from rich.table import Table
 
 from streams.cli.output import console, emit, reported
-from streams.codec import codec_from_settings
+from streams.demo.courses import define_courses, fold, run_subscriptions
 from streams.errors import BrokerAlreadyRunningError
 from streams.infra.broker import EmbeddedBroker
 from streams.kafka import clients
-from streams.kafka.roundtrip import round_trip
 from streams.kafka.topic_admin import ensure_topics
-from streams.kafka.topic_catalog import TopicRole, topic_name, topic_specs
-from streams.model.records import AppendCondition, Command, CommitAttempt, EventData, QueryItem
+from streams.kafka.topic_catalog import topic_specs
+from streams.sdk import DcbClient
 from streams.settings import DcbSettings
 
 
-def _sample_command(service_id: str) -> Command:
-    attempt_id = str(uuid.uuid4())
-    now = datetime.now(UTC).replace(microsecond=0)
-    return Command(
-        service_id=service_id,
-        command_id=attempt_id,
-        issued_at=now,
-        kind="COMMIT",
-        commit=CommitAttempt(
-            attempt_id=attempt_id,
-            writer_epoch=1,
-            events=[
-                EventData(
-                    event_id=str(uuid.uuid4()),
-                    event_type="StudentSubscribed",
-                    payload=json.dumps({"studentId": "s7", "courseId": "c1"}),
-                    tags=["course:c1", "student:s7"],
-                    timestamp=now,
-                )
-            ],
-            condition=AppendCondition(
-                fail_if_events_match=[
-                    QueryItem(types=["StudentSubscribed"], tags=["course:c1"]),
-                ],
-            ),
-        ),
-    )
+@contextmanager
+def embedded_broker(settings: DcbSettings, keep: bool, quiet: bool) -> Iterator[None]:
+    """The embedded broker, unless DCB_BOOTSTRAP_SERVERS points elsewhere; stopped after."""
+    if settings.bootstrap_servers is not None:
+        yield
+        return
+    broker = EmbeddedBroker(settings.broker)
+    started = False
+    t0 = time.monotonic()
+    with console.status("starting the embedded Kafka broker (the first run fetches it)..."):
+        try:
+            broker.start()
+            started = True
+        except BrokerAlreadyRunningError:
+            pass
+    if not quiet:
+        how = f"started in {time.monotonic() - t0:.1f}s" if started else "already running"
+        console.print(f"broker at {broker.settings.bootstrap_servers}: {how}")
+    try:
+        yield
+    finally:
+        if started and not keep:
+            broker.stop()
+
+
+@contextmanager
+def worker_process(settings: DcbSettings, log: Path) -> Iterator[None]:
+    """``dcb worker`` as a child process for the length of the demo."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "DCB_BOOTSTRAP_SERVERS": settings.resolved_bootstrap_servers}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streams", "worker"], env=env, stdout=out, stderr=out
+        )
+    try:
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def demo(
     keep_broker: Annotated[
         bool, typer.Option(help="Leave the broker running when the demo started it.")
     ] = False,
+    students: Annotated[int, typer.Option(help="How many students.")] = 24,
+    courses: Annotated[int, typer.Option(help="How many courses.")] = 4,
+    capacity: Annotated[int, typer.Option(help="Seats per course.")] = 4,
+    limit: Annotated[int, typer.Option(help="Courses a student may take.")] = 2,
+    writers: Annotated[int, typer.Option(help="Concurrent students at a time.")] = 8,
+    seed: Annotated[int, typer.Option(help="Random seed of the students' wishes.")] = 7,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Start the embedded broker, create the topics, and round-trip a command through Kafka."""
+    """Start the broker and a worker, then let concurrent students subscribe to courses."""
     settings = DcbSettings()
-    broker = EmbeddedBroker(settings.broker)
-    started_here = False
-    with reported(as_json):
-        if settings.bootstrap_servers is None:
+    service = f"demo-{uuid.uuid4().hex[:8]}"
+    capacity_of = {f"c{i + 1}": capacity for i in range(courses)}
+    rng = random.Random(seed)
+    wishes = [
+        (f"s{s + 1}", course)
+        for s in range(students)
+        for course in rng.sample(sorted(capacity_of), min(limit + 1, courses))
+    ]
+    rng.shuffle(wishes)
+    log = settings.broker.cache_dir / "demo-worker.log"
+    with reported(as_json), embedded_broker(settings, keep_broker, as_json):
+        ensure_topics(
+            clients.admin(settings.resolved_bootstrap_servers), topic_specs(settings.topics)
+        )
+        with (
+            worker_process(settings, log),
+            DcbClient(service_id=service, settings=settings, timeout_s=120) as client,
+        ):
             t0 = time.monotonic()
-            with console.status("starting the embedded Kafka broker (first run fetches it)..."):
-                try:
-                    broker.start()
-                    started_here = True
-                except BrokerAlreadyRunningError:
-                    pass
-            if not as_json:
-                how = (
-                    f"started in {time.monotonic() - t0:.1f}s"
-                    if started_here
-                    else "already running"
+            with console.status("waiting for the worker, defining the courses..."):
+                define_courses(client, capacity_of)
+            with Progress(console=console, disable=as_json, transient=True) as bar:
+                task = bar.add_task(f"{len(wishes)} subscriptions", total=len(wishes))
+                report = run_subscriptions(
+                    client,
+                    wishes,
+                    capacity_of,
+                    limit,
+                    writers,
+                    lambda _: bar.advance(task),
                 )
-                console.print(f"broker at {broker.settings.bootstrap_servers}: {how}")
-        bootstrap = settings.resolved_bootstrap_servers
-        try:
-            states = ensure_topics(clients.admin(bootstrap), topic_specs(settings.topics))
-            command = _sample_command("demo-service")
-            result = round_trip(
-                bootstrap,
-                codec_from_settings(settings),
-                topic_name(settings.topics, TopicRole.COMMANDS),
-                command.service_id,
-                command,
-            )
-        finally:
-            if started_here and not keep_broker:
-                broker.stop()
-    equal = result.decoded == command
+            elapsed = time.monotonic() - t0
+            log_events = client.read()
+            certificate = client.certificate()
+    per_course, per_student = fold(log_events)
+    sound = all(per_course[c] <= capacity_of[c] for c in capacity_of) and all(
+        n <= limit for n in per_student.values()
+    )
+    data: dict[str, Any] = {
+        "service": service,
+        "subscriptions": len(report.committed),
+        "refused": [o.__dict__ for o in report.refused],
+        "conflictsRetried": sum(o.retries for o in report.outcomes),
+        "seats": {c: {"taken": per_course[c], "capacity": capacity_of[c]} for c in capacity_of},
+        "rulesHeld": sound,
+        "seconds": round(elapsed, 1),
+        "certificate": certificate.to_avro() if certificate else None,
+    }
 
     def text() -> None:
-        table = Table("topic", "action", "partitions", "cleanup.policy", title="topics")
-        for s in states:
-            table.add_row(s.name, s.action, str(s.partitions), s.cleanup_policy)
-        console.print(table)
+        seats = Table("course", "seats taken", "capacity", title="committed subscriptions")
+        for c in capacity_of:
+            seats.add_row(c, str(per_course[c]), str(capacity_of[c]))
+        console.print(seats)
+        reasons = Table("student", "course", "why refused", title="refused by the rules")
+        for o in sorted(report.refused, key=lambda o: (o.course, o.student))[:12]:
+            reasons.add_row(o.student, o.course, o.reason)
+        if len(report.refused) > 12:
+            reasons.add_row("…", "…", f"and {len(report.refused) - 12} more")
+        console.print(reasons)
         console.print(
-            f"round trip: {command.schema_name} ({result.encoded_bytes} bytes, Avro "
-            f"single-object encoding) -> {result.topic}[{result.partition}]@{result.offset} "
-            f"-> read_committed -> decoded {'[green]equal[/]' if equal else '[red]DIFFERENT[/]'} "
-            f"in {result.millis:.0f} ms"
+            f"{len(report.committed)} subscriptions committed, {len(report.refused)} refused, "
+            f"{data['conflictsRetried']} append-condition conflicts retried, by {writers} "
+            f"concurrent students in {elapsed:.1f}s"
         )
+        if certificate is not None:
+            console.print(
+                f"certificate: closed prefix {certificate.closed_prefix_suid}, "
+                f"{certificate.unresolved_count} unresolved, status {certificate.status}, "
+                f"lineage {certificate.allocator_lineage_id}"
+            )
+        verdict = "[green]held[/]" if sound else "[red]BROKEN[/]"
+        console.print(f"capacity and student limits, folded over the whole log: {verdict}")
 
-    emit(
-        as_json,
-        {
-            "topics": [s.as_dict() for s in states],
-            "roundTrip": {
-                "topic": result.topic,
-                "partition": result.partition,
-                "offset": result.offset,
-                "bytes": result.encoded_bytes,
-                "equal": equal,
-                "millis": round(result.millis, 1),
-            },
-        },
-        text,
-    )
-    if not equal:
+    emit(as_json, data, text)
+    if not sound:
         raise typer.Exit(1)

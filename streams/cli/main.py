@@ -7,7 +7,7 @@ import os
 
 import typer
 
-from streams.cli import broker, demo, topics
+from streams.cli import broker, demo, topics, worker
 
 app = typer.Typer(
     help="dcb-streams: a Kafka-native event store with Dynamic Consistency Boundaries.",
@@ -17,6 +17,7 @@ app = typer.Typer(
 app.add_typer(broker.app, name="broker")
 app.add_typer(topics.app, name="topics")
 app.command(name="demo")(demo.demo)
+app.command(name="worker")(worker.worker)
 
 
 @app.callback()

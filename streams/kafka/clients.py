@@ -37,6 +37,8 @@ def producer(bootstrap_servers: str, **overrides: Any) -> Producer:
         **_base(bootstrap_servers),
         **_FAST_RETRY,
         "enable.idempotence": True,
+        # Java's and aiokafka's partitioner, so a key lands where faust's producers put it.
+        "partitioner": "murmur2_random",
         "acks": "all",
         "linger.ms": 1,
         **overrides,

@@ -79,3 +79,8 @@ def topic_specs(settings: TopicSettings) -> list[TopicSpec]:
 
 def topic_name(settings: TopicSettings, role: TopicRole) -> str:
     return f"{settings.prefix}{role.value}"
+
+
+def delivery_key(service_id: str, tag: str) -> str:
+    """The key of a tag delivery: one tag's deliveries share a partition, in order."""
+    return f"{service_id}\x1f{tag}"

@@ -20,7 +20,6 @@ from typing import Literal
 from streams.errors import (
     AttemptTooLargeError,
     CorruptLedgerError,
-    DcbError,
     DivergentReplayError,
     EmptyAttemptError,
     EvidenceMismatchError,
@@ -72,11 +71,6 @@ class Step:
 
 def _ms(at: datetime) -> int:
     return int(at.timestamp() * 1000)
-
-
-def _error(exc: DcbError) -> ErrorInfo:
-    details = json.dumps(exc.details, sort_keys=True, default=str) if exc.details else None
-    return ErrorInfo(code=exc.code, message=exc.message, details_json=details)
 
 
 def validate_attempt(attempt: CommitAttempt) -> CommitAttempt:
@@ -158,7 +152,7 @@ class IssuanceLedger:
                 membership_digest=digest,
                 outcome="REJECTED",
                 suids=[],
-                error=_error(stale),
+                error=ErrorInfo.of(stale),
             )
             return Step(results=[self._completed_result(done, now)], completed=[done])
         s.writer_epoch = attempt.writer_epoch

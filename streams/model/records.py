@@ -7,11 +7,14 @@ typo in a client's JSON is an error instead of silently dropped data.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from streams.errors import DcbError
 
 
 class AvroRecord(BaseModel):
@@ -63,6 +66,11 @@ class ErrorInfo(AvroRecord):
     code: str
     message: str
     details_json: str | None = None
+
+    @classmethod
+    def of(cls, exc: DcbError) -> ErrorInfo:
+        details = json.dumps(exc.details, sort_keys=True, default=str) if exc.details else None
+        return cls(code=exc.code, message=exc.message, details_json=details)
 
 
 class CommitAttempt(AvroRecord):

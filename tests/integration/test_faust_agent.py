@@ -14,19 +14,19 @@ import pytest
 from streams.codec import AvroCodec
 from streams.model.records import CommitResult
 from tests.integration.kafka_helpers import create_topic, produce_all, read_all
+from tests.integration.workers import ChildProcess
 from tests.strategies import samples
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
-class RelayWorker:
+class RelayWorker(ChildProcess):
     """The relay faust worker as a separate OS process (so it can be SIGKILLed)."""
 
     def __init__(self, bootstrap: str, prefix: str, workdir: Path) -> None:
+        super().__init__()
         self.bootstrap, self.prefix, self.workdir = bootstrap, prefix, workdir
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.runs = 0
 
     @property
     def log(self) -> Path:
@@ -57,19 +57,6 @@ class RelayWorker:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-
-    def wait_exit(self, timeout_s: float) -> int:
-        assert self.proc is not None
-        return self.proc.wait(timeout_s)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
     def relayed_lines(self) -> int:
         return self.log.read_text(errors="replace").count("relay: relayed offset")

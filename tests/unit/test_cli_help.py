@@ -17,6 +17,7 @@ COMMANDS = [
     ["topics"],
     ["topics", "create"],
     ["demo"],
+    ["worker"],
 ]
 
 

@@ -1,0 +1,5 @@
+"""``python -m streams`` is ``dcb``."""
+
+from streams.cli.main import app
+
+app()

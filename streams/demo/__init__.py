@@ -1,0 +1,1 @@
+"""The course-subscription example of the DCB specification, run by ``dcb demo``."""

@@ -1,0 +1,105 @@
+"""What every faust agent of the commit path shares: decoding, dead letters, transactional output.
+
+An agent decodes each record with :meth:`Processor.decode`; a record that cannot be
+decoded or validated goes to the dead-letter topic with its reason (in the same
+transaction as the source offset) and the agent goes on. Outputs go through
+:func:`send_in_transaction`, so a step's records and its table writes commit or
+abort together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import faust
+import pydantic
+from faust.types import EventT
+
+from streams.codec import AvroCodec
+from streams.errors import DcbError, InvalidRecordError
+from streams.kafka.faust_app import send_in_transaction
+from streams.kafka.topic_catalog import RECORD_TYPES, TopicRole, topic_name
+from streams.model.records import AvroRecord, DeadLetter, ErrorInfo
+from streams.settings import DcbSettings
+
+log = logging.getLogger("streams.worker")
+
+
+class Processor:
+    def __init__(self, app: faust.App, settings: DcbSettings, codec: AvroCodec) -> None:
+        self.app = app
+        self.settings = settings
+        self.codec = codec
+        self.roles = {self.topic(role): role for role in TopicRole}
+
+    def decode(self, source: EventT[Any]) -> AvroRecord:
+        """The record of ``source``, checked against its topic's schema and model."""
+        role = self.roles[source.message.topic]
+        cls = RECORD_TYPES[role]
+        decoded = self.codec.decode(source.message.value, cls.schema_name)
+        try:
+            return cls.from_avro(decoded.value)
+        except pydantic.ValidationError as exc:
+            raise InvalidRecordError(
+                f"{cls.schema_name} breaks its model: {exc.errors()[0]['msg']}",
+                schema=cls.schema_name,
+            ) from exc
+
+    def topic(self, role: TopicRole) -> str:
+        return topic_name(self.settings.topics, role)
+
+    def source(self, *roles: TopicRole) -> Any:
+        return self.app.topic(
+            *(self.topic(r) for r in roles),
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+        )
+
+    async def publish(
+        self, source: EventT[Any], records: Iterable[tuple[TopicRole, str, AvroRecord]]
+    ) -> None:
+        """Send records (role, key, record) inside the source partition's transaction."""
+        sends = [
+            send_in_transaction(
+                self.app,
+                source,
+                self.topic(role),
+                key.encode(),
+                self.codec.encode(record.schema_name, record.to_avro()),
+            )
+            for role, key, record in records
+        ]
+        await asyncio.gather(*sends)
+
+    async def dead_letter(
+        self, source: EventT[Any], processor: str, exc: DcbError, service_id: str | None = None
+    ) -> None:
+        message = source.message
+        log.warning(
+            "%s: dead letter from %s[%d]@%d: %s %s",
+            processor,
+            message.topic,
+            message.partition,
+            message.offset,
+            exc.code,
+            exc.message,
+        )
+        letter = DeadLetter(
+            service_id=service_id,
+            source_topic=message.topic,
+            source_partition=message.partition,
+            source_offset=message.offset,
+            source_key=message.key,
+            source_value=message.value,
+            processor=processor,
+            error=ErrorInfo.of(exc),
+            failed_at=datetime.now(UTC),
+        )
+        key = (message.key or b"").decode(errors="replace")
+        await self.publish(source, [(TopicRole.DEAD_LETTERS, key, letter)])

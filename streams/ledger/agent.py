@@ -1,0 +1,108 @@
+"""The allocator / issuance-ledger agent: the thin faust shell around :class:`IssuanceLedger`.
+
+One agent reads ``dcb.commands`` and ``dcb.tag-resolutions`` (co-partitioned by
+serviceId), so each service's ledger steps run one at a time in its partition.
+Each step loads the service's ledger from the ``ledgers`` table, runs the pure core,
+stores the state and publishes the step's records — all in the source partition's
+transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from faust.types import EventT
+
+from streams.errors import CodecError, DcbError, LedgerError
+from streams.kafka.processor import Processor
+from streams.kafka.topic_catalog import TopicRole, delivery_key
+from streams.ledger.ledger import IssuanceLedger, Step
+from streams.ledger.state import CompletedAttempt, LedgerState
+from streams.model.records import AvroRecord, Command, CommitResult, ErrorInfo, TagResolution
+
+NAME = "ledger"
+
+
+def register(proc: Processor) -> Any:
+    app, grace_ms = proc.app, proc.settings.worker.grace_ms
+    partitions = proc.settings.topics.partitions
+    ledgers = app.Table("ledgers", default=None, partitions=partitions)
+    completed = app.Table("attempts", default=None, partitions=partitions)
+
+    def load(service_id: str) -> IssuanceLedger:
+        raw = ledgers.get(service_id)
+        state = (
+            LedgerState.model_validate(raw)
+            if raw is not None
+            else LedgerState(service_id=service_id, allocator_lineage_id=str(uuid.uuid4()))
+        )
+        return IssuanceLedger(state, grace_ms)
+
+    def outputs(step: Step, service_id: str) -> list[tuple[TopicRole, str, AvroRecord]]:
+        out: list[tuple[TopicRole, str, AvroRecord]] = []
+        out += [(TopicRole.ALLOCATIONS, service_id, a) for a in step.allocations]
+        out += [
+            (TopicRole.TAG_DELIVERIES, delivery_key(service_id, d.tag), d) for d in step.deliveries
+        ]
+        out += [(TopicRole.EVENTS, service_id, e) for e in step.events]
+        if step.certificate is not None:
+            out.append((TopicRole.CERTIFICATES, service_id, step.certificate))
+        out += [(TopicRole.COMMIT_RESULTS, r.attempt_id, r) for r in step.results]
+        return out
+
+    def rejected(command: Command, exc: DcbError) -> CommitResult:
+        assert command.commit is not None
+        return CommitResult(
+            service_id=command.service_id,
+            attempt_id=command.commit.attempt_id,
+            outcome="REJECTED",
+            suids=[],
+            error=ErrorInfo.of(exc),
+            decided_at=datetime.now(UTC),
+        )
+
+    def run(ledger: IssuanceLedger, record: AvroRecord, now: datetime) -> Step:
+        if isinstance(record, TagResolution):
+            return ledger.apply_resolution(record, now)
+        assert isinstance(record, Command)
+        if record.kind == "RECONCILE":
+            skip = record.reconcile is not None and record.reconcile.skip_grace
+            return ledger.reconcile(now, skip_grace=skip)
+        if record.commit is None:
+            raise LedgerError("a COMMIT command without its attempt")
+        key = f"{record.service_id}/{record.commit.attempt_id}"
+        done = completed.get(key)
+        previous = CompletedAttempt.model_validate(done) if done is not None else None
+        return ledger.register(record.commit, now, previous)
+
+    @app.agent(proc.source(TopicRole.COMMANDS, TopicRole.TAG_RESOLUTIONS), name=NAME)
+    async def ledger_agent(stream: Any) -> None:
+        event: EventT[Any]
+        async for event in stream.events():
+            try:
+                record = proc.decode(event)
+            except CodecError as exc:
+                await proc.dead_letter(event, NAME, exc)
+                continue
+            service_id = record.service_id  # type: ignore[attr-defined]
+            ledger = load(service_id)
+            try:
+                step = run(ledger, record, datetime.now(UTC))
+            except DcbError as exc:
+                await proc.dead_letter(event, NAME, exc, service_id)
+                if isinstance(record, Command) and record.commit is not None:
+                    answer = rejected(record, exc)
+                    await proc.publish(
+                        event, [(TopicRole.COMMIT_RESULTS, answer.attempt_id, answer)]
+                    )
+                continue
+            ledgers[service_id] = ledger.state.model_dump(mode="json")
+            for done_attempt in step.completed:
+                completed[f"{service_id}/{done_attempt.attempt_id}"] = done_attempt.model_dump(
+                    mode="json"
+                )
+            await proc.publish(event, outputs(step, service_id))
+
+    return ledgers

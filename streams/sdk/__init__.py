@@ -1,0 +1,5 @@
+"""The client SDK: append with a DCB condition, read by query, the certificate."""
+
+from streams.sdk.client import AppendResult, AsyncDcbClient, DcbClient, SequencedEvent
+
+__all__ = ["AppendResult", "AsyncDcbClient", "DcbClient", "SequencedEvent"]

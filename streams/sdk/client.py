@@ -1,0 +1,258 @@
+"""``DcbClient``: the DCB API (append / read / certificate) over the commit-path topics.
+
+``append`` validates locally (so bad input fails fast with its typed error), sends a
+COMMIT command keyed by the service and waits for the attempt's answer on
+``dcb.commit-results``; it returns only once the attempt is decided. A committed
+attempt is answered in the same transaction that publishes its events, so a ``read``
+after ``append`` sees them. ``read`` folds ``dcb.events`` (certified events only, in
+SUID order) into a local, incrementally caught-up cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import Future
+from datetime import UTC, datetime
+
+from confluent_kafka import Message
+from pydantic import BaseModel
+
+from streams import errors
+from streams.codec import codec_from_settings
+from streams.errors import DcbError
+from streams.kafka import clients
+from streams.kafka.topic_catalog import TopicRole, topic_name
+from streams.ledger.ledger import validate_attempt
+from streams.model.query import query_matches
+from streams.model.records import (
+    AppendCondition,
+    Certificate,
+    Command,
+    CommitAttempt,
+    CommitResult,
+    CommittedEvent,
+    ErrorInfo,
+    EventData,
+    QueryItem,
+)
+from streams.reconcile.timer import reconcile_command
+from streams.sdk.tail import TopicTail
+from streams.settings import DcbSettings
+
+
+class AppendResult(BaseModel):
+    attempt_id: str
+    suids: list[str]
+
+
+class SequencedEvent(BaseModel):
+    position: str
+    event: EventData
+
+
+def _codes() -> dict[str, type[DcbError]]:
+    found: dict[str, type[DcbError]] = {}
+    pending: list[type[DcbError]] = [DcbError]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        found.setdefault(cls.code, cls)
+    return found
+
+
+def error_from(info: ErrorInfo) -> DcbError:
+    """The typed error an answer names (a ``DcbError`` with that code when none has it)."""
+    details = json.loads(info.details_json) if info.details_json else {}
+    cls: type[DcbError] = _codes().get(info.code) or type(
+        "RemoteError", (DcbError,), {"code": info.code}
+    )
+    return cls(info.message, **details)
+
+
+class DcbClient:
+    def __init__(
+        self,
+        bootstrap_servers: str | None = None,
+        service_id: str = "default",
+        *,
+        settings: DcbSettings | None = None,
+        writer_epoch: int = 0,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self.settings = settings or DcbSettings()
+        self.bootstrap = bootstrap_servers or self.settings.resolved_bootstrap_servers
+        self.service_id = service_id
+        self.writer_epoch = writer_epoch
+        self.timeout_s = timeout_s
+        self.codec = codec_from_settings(self.settings)
+        self._producer = clients.producer(self.bootstrap)
+        self._waiting: dict[str, Future[CommitResult]] = {}
+        self._lock = threading.Lock()
+        self._results = TopicTail(
+            self.bootstrap, self._topic(TopicRole.COMMIT_RESULTS), from_end=True
+        )
+        self._events: list[SequencedEvent] = []
+        self._events_tail: TopicTail | None = None
+        self._certificate: Certificate | None = None
+        self._certificates_tail: TopicTail | None = None
+        self._read_lock = threading.Lock()  # the tails and caches are shared by threads
+        self._closed = threading.Event()
+        self._listener = threading.Thread(target=self._listen, name="dcb-results", daemon=True)
+        self._listener.start()
+
+    def _topic(self, role: TopicRole) -> str:
+        return topic_name(self.settings.topics, role)
+
+    # --- append ----------------------------------------------------------------------
+
+    def append(
+        self, events: Sequence[EventData], condition: AppendCondition | None = None
+    ) -> AppendResult:
+        attempt = validate_attempt(
+            CommitAttempt(
+                attempt_id=str(uuid.uuid4()),
+                writer_epoch=self.writer_epoch,
+                events=list(events),
+                condition=condition,
+            )
+        )
+        command = Command(
+            service_id=self.service_id,
+            command_id=attempt.attempt_id,
+            issued_at=datetime.now(UTC),
+            kind="COMMIT",
+            commit=attempt,
+        )
+        result = self._send_and_wait(command, attempt.attempt_id)
+        if result.outcome == "COMMITTED":
+            return AppendResult(attempt_id=attempt.attempt_id, suids=result.suids)
+        raise error_from(result.error or ErrorInfo(code="rejected", message="rejected"))
+
+    def _send_and_wait(self, command: Command, attempt_id: str) -> CommitResult:
+        future: Future[CommitResult] = Future()
+        with self._lock:
+            self._waiting[attempt_id] = future
+        try:
+            self._send(command)
+            return future.result(timeout=self.timeout_s)
+        except TimeoutError as exc:
+            raise errors.DcbError(
+                f"no answer to attempt {attempt_id} within {self.timeout_s} s "
+                "(is a worker running?)",
+                attempt_id=attempt_id,
+            ) from exc
+        finally:
+            with self._lock:
+                self._waiting.pop(attempt_id, None)
+
+    def _send(self, command: Command) -> None:
+        value = self.codec.encode(command.schema_name, command.to_avro())
+        self._producer.produce(
+            self._topic(TopicRole.COMMANDS), key=command.service_id.encode(), value=value
+        )
+        self._producer.flush(10)
+
+    def _listen(self) -> None:
+        def deliver(message: Message) -> None:
+            result = CommitResult.from_avro(
+                self.codec.decode(message.value(), CommitResult.schema_name).value
+            )
+            with self._lock:
+                future = self._waiting.get(result.attempt_id)
+            if future is not None and not future.done():
+                future.set_result(result)
+
+        while not self._closed.is_set():
+            self._results.poll(deliver, 0.2)
+
+    # --- read ------------------------------------------------------------------------
+
+    def read(
+        self, query: Sequence[QueryItem] = (), after: str | None = None, limit: int | None = None
+    ) -> list[SequencedEvent]:
+        """Certified events matching ``query`` (every event when empty), in SUID order."""
+        with self._read_lock:
+            if self._events_tail is None:
+                self._events_tail = TopicTail(self.bootstrap, self._topic(TopicRole.EVENTS))
+
+        def fold(message: Message) -> None:
+            record = CommittedEvent.from_avro(
+                self.codec.decode(message.value(), CommittedEvent.schema_name).value
+            )
+            if record.service_id == self.service_id:
+                self._events.append(SequencedEvent(position=record.suid, event=record.event))
+
+        with self._read_lock:
+            self._events_tail.catch_up(fold)
+            events = list(self._events)
+        out = [
+            e
+            for e in events
+            if (after is None or e.position > after)
+            and query_matches(query, e.event.event_type, e.event.tags)
+        ]
+        return out if limit is None else out[:limit]
+
+    def certificate(self) -> Certificate | None:
+        """The newest closed-prefix certificate of the service (``None`` before the first)."""
+        with self._read_lock:
+            if self._certificates_tail is None:
+                topic = self._topic(TopicRole.CERTIFICATES)
+                self._certificates_tail = TopicTail(self.bootstrap, topic)
+
+        def keep(message: Message) -> None:
+            record = Certificate.from_avro(
+                self.codec.decode(message.value(), Certificate.schema_name).value
+            )
+            if record.service_id == self.service_id:
+                self._certificate = record
+
+        with self._read_lock:
+            self._certificates_tail.catch_up(keep)
+            return self._certificate
+
+    def reconcile(self, skip_grace: bool = False) -> None:
+        """Ask the service's ledger for a reconcile pass (``skip_grace``: fence now)."""
+        self._send(reconcile_command(self.service_id, skip_grace, "sdk"))
+
+    def close(self) -> None:
+        self._closed.set()
+        self._listener.join(5)
+        self._results.close()
+        for tail in (self._events_tail, self._certificates_tail):
+            if tail is not None:
+                tail.close()
+        self._producer.flush(10)
+
+    def __enter__(self) -> DcbClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class AsyncDcbClient:
+    """The same API for asyncio code: each call runs the blocking client in a thread."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self._client = DcbClient(*args, **kwargs)  # type: ignore[arg-type]
+
+    async def append(
+        self, events: Sequence[EventData], condition: AppendCondition | None = None
+    ) -> AppendResult:
+        return await asyncio.to_thread(self._client.append, events, condition)
+
+    async def read(
+        self, query: Sequence[QueryItem] = (), after: str | None = None, limit: int | None = None
+    ) -> list[SequencedEvent]:
+        return await asyncio.to_thread(self._client.read, query, after, limit)
+
+    async def certificate(self) -> Certificate | None:
+        return await asyncio.to_thread(self._client.certificate)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._client.close)

@@ -1,0 +1,97 @@
+"""Following a whole topic from the beginning, catching up to its committed end on demand."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+from confluent_kafka.admin import OffsetSpec
+
+from streams.errors import DcbError, KafkaUnavailableError
+from streams.kafka import clients
+
+
+class TailTimeoutError(DcbError):
+    """The topic's committed end could not be reached in time (an open transaction?)."""
+
+    code = "read_timeout"
+
+
+class TopicTail:
+    """A group-less ``read_committed`` consumer over every partition of one topic."""
+
+    def __init__(self, bootstrap_servers: str, topic: str, *, from_end: bool = False) -> None:
+        # EOF events say where the committed end is; a short fetch wait keeps reads fresh.
+        overrides: dict[str, Any] = {"enable.partition.eof": True, "fetch.wait.max.ms": 10}
+        self.consumer = clients.consumer(
+            bootstrap_servers, group_id=f"dcb-sdk-{topic}", **overrides
+        )
+        metadata = self.consumer.list_topics(topic, timeout=10)
+        partitions = sorted(metadata.topics[topic].partitions)
+        self.topic = topic
+        self.partitions = partitions
+        self.admin = clients.admin(bootstrap_servers)
+        # How far each partition has been read (records, transaction markers and all).
+        self.read_to = dict.fromkeys(partitions, 0)
+        if from_end:  # pin the start now, so nothing produced after this call is missed
+            self.read_to = self._ends()
+        self.consumer.assign(
+            [TopicPartition(topic, p, self.read_to[p] or OFFSET_BEGINNING) for p in partitions]
+        )
+
+    def _ends(self, timeout_s: float = 30.0) -> dict[int, int]:
+        """The end offset of every partition, retried while leaders move (new topics)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            # One batched ListOffsets request; read_committed gives the last stable offset.
+            futures = self.admin.list_offsets(
+                {TopicPartition(self.topic, p): OffsetSpec.latest() for p in self.partitions},  # type: ignore[no-untyped-call]
+                isolation_level=IsolationLevel.READ_COMMITTED,
+                request_timeout=10,
+            )
+            try:
+                return {tp.partition: f.result().offset for tp, f in futures.items()}
+            except KafkaException as exc:
+                if time.monotonic() > deadline:
+                    raise KafkaUnavailableError(
+                        f"no end offsets for {self.topic}: {exc}", topic=self.topic
+                    ) from exc
+                time.sleep(0.2)
+
+    def poll(self, handle: Callable[[Message], None], timeout_s: float) -> int:
+        message = self.consumer.poll(timeout_s)
+        if message is None:
+            return 0
+        error = message.error()
+        partition, offset = message.partition() or 0, message.offset() or 0
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                self.read_to[partition] = max(self.read_to[partition], offset)
+                return 0
+            raise DcbError(f"reading {self.topic}: {error}")
+        self.read_to[partition] = max(self.read_to[partition], offset + 1)
+        handle(message)
+        return 1
+
+    def catch_up(self, handle: Callable[[Message], None], timeout_s: float = 30.0) -> None:
+        """Hand every committed record up to the end offsets seen now to ``handle``."""
+        ends = self._ends()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if all(self.read_to[p] >= end for p, end in ends.items()):
+                return
+            if time.monotonic() > deadline:
+                raise TailTimeoutError(f"could not catch up with {self.topic} in {timeout_s} s")
+            self.poll(handle, 0.2)
+
+    def close(self) -> None:
+        self.consumer.close()

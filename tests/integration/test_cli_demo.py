@@ -1,0 +1,39 @@
+"""`dcb demo` end to end: broker, worker process, concurrent students, the rules held."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cli import dcb
+
+pytestmark = pytest.mark.integration
+
+
+def test_demo_fills_the_courses_and_refuses_the_rest(
+    bootstrap_servers: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    env = {
+        "DCB_BOOTSTRAP_SERVERS": bootstrap_servers,
+        "DCB_TOPICS__PREFIX": topic_prefix,
+        "DCB_WORKER__APP_ID": f"{topic_prefix}worker",
+        "DCB_WORKER__DATA_DIR": str(tmp_path / "worker"),
+        "DCB_BROKER__CACHE_DIR": str(tmp_path),
+    }
+    args = ["--students", "8", "--courses", "2", "--capacity", "3", "--limit", "1"]
+    result = dcb("demo", "--json", *args, "--writers", "4", env=env, timeout_s=300)
+    assert result.exit_code == 0, result.stderr[-3000:]
+    report = result.json
+    assert report["rulesHeld"] is True
+    assert report["seats"] == {
+        "c1": {"taken": 3, "capacity": 3},
+        "c2": {"taken": 3, "capacity": 3},
+    }
+    assert report["subscriptions"] == 6
+    reasons = {r["reason"] for r in report["refused"]}
+    assert reasons <= {"course c1 is full (3/3)", "course c2 is full (3/3)"} | {
+        f"s{n} already has 1 courses (limit 1)" for n in range(1, 9)
+    }
+    assert len(report["refused"]) == 16 - 6
+    assert report["certificate"]["closedPrefixSuid"] is not None
