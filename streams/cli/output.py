@@ -12,13 +12,23 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from streams.errors import DcbError
+from streams.errors import AppendConditionFailed, DcbError, ValidationError
 
 console = Console()
 err_console = Console(stderr=True)
 
 EXIT_ERROR = 1
 EXIT_BAD_INPUT = 2
+EXIT_CONDITION_FAILED = 3
+
+
+def exit_code_for(error: DcbError) -> int:
+    """2 for bad input, 3 for a failed append condition, 1 for anything else."""
+    if isinstance(error, ValidationError):
+        return EXIT_BAD_INPUT
+    if isinstance(error, AppendConditionFailed):
+        return EXIT_CONDITION_FAILED
+    return EXIT_ERROR
 
 
 def emit(as_json: bool, data: Any, text: Callable[[], None]) -> None:
@@ -48,4 +58,4 @@ def reported(as_json: bool) -> Iterator[None]:
     try:
         yield
     except DcbError as exc:
-        fail(as_json, exc)
+        fail(as_json, exc, exit_code_for(exc))

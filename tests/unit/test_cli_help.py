@@ -18,6 +18,10 @@ COMMANDS = [
     ["topics", "create"],
     ["demo"],
     ["worker"],
+    ["append"],
+    ["read"],
+    ["certificate"],
+    ["reconcile"],
 ]
 
 
