@@ -214,3 +214,9 @@ class KafkaUnavailableError(DcbError):
     """The broker did not answer a client request (in time)."""
 
     code = "kafka_unavailable"
+
+
+class ReservationExpiredError(DcbError):
+    """The attempt was not decided within the grace window; the reconciler fenced it."""
+
+    code = "reservation_expired"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 from pydantic_settings import (
@@ -82,6 +83,11 @@ class WorkerSettings(BaseModel):
         0.1, description="how often a worker commits its transactions (bounds commit latency)"
     )
     reconcile_interval_s: float = Field(1.0, description="how often the reconciler timer looks")
+    fault_injection: Literal["after-allocation-before-delivery"] | None = Field(
+        None,
+        description="tests only: act as if the worker died after allocating and before "
+        "delivering to the tags named fault:*",
+    )
 
 
 class DcbSettings(BaseSettings):

@@ -23,10 +23,12 @@ from streams.ledger.state import CompletedAttempt, LedgerState
 from streams.model.records import AvroRecord, Command, CommitResult, ErrorInfo, TagResolution
 
 NAME = "ledger"
+FAULT_TAG_PREFIX = "fault:"
 
 
 def register(proc: Processor) -> Any:
     app, grace_ms = proc.app, proc.settings.worker.grace_ms
+    fault = proc.settings.worker.fault_injection
     partitions = proc.settings.topics.partitions
     ledgers = app.Table("ledgers", default=None, partitions=partitions)
     completed = app.Table("attempts", default=None, partitions=partitions)
@@ -43,8 +45,11 @@ def register(proc: Processor) -> Any:
     def outputs(step: Step, service_id: str) -> list[tuple[TopicRole, str, AvroRecord]]:
         out: list[tuple[TopicRole, str, AvroRecord]] = []
         out += [(TopicRole.ALLOCATIONS, service_id, a) for a in step.allocations]
+        lose = fault == "after-allocation-before-delivery" and bool(step.allocations)
         out += [
-            (TopicRole.TAG_DELIVERIES, delivery_key(service_id, d.tag), d) for d in step.deliveries
+            (TopicRole.TAG_DELIVERIES, delivery_key(service_id, d.tag), d)
+            for d in step.deliveries
+            if not (lose and d.tag.startswith(FAULT_TAG_PREFIX))
         ]
         out += [(TopicRole.EVENTS, service_id, e) for e in step.events]
         if step.certificate is not None:

@@ -24,6 +24,7 @@ from streams.errors import (
     EmptyAttemptError,
     EvidenceMismatchError,
     InvalidEventError,
+    ReservationExpiredError,
     StaleFenceError,
 )
 from streams.ledger.closed_prefix import closed_prefix
@@ -309,9 +310,10 @@ class IssuanceLedger:
         attempt.decision = "fence"
         attempt.fence_epoch = self.state.fence_epoch
         if attempt.rejection is None:
-            attempt.rejection = ErrorInfo(
-                code="reservation_expired",
-                message="the attempt was not decided within the grace window and was fenced",
+            attempt.rejection = ErrorInfo.of(
+                ReservationExpiredError(
+                    "the attempt was not decided within the grace window and was fenced"
+                )
             )
         step.deliveries.extend(self._decision_deliveries(attempt, now))
         attempt.answered = True

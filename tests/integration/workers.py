@@ -41,10 +41,18 @@ class ChildProcess:
 class WorkerProcess(ChildProcess):
     """``dcb worker`` with the settings of one test."""
 
-    def __init__(self, settings: DcbSettings, workdir: Path, name: str, grace_ms: int) -> None:
+    def __init__(
+        self,
+        settings: DcbSettings,
+        workdir: Path,
+        name: str,
+        grace_ms: int,
+        env: dict[str, str] | None = None,
+    ) -> None:
         super().__init__()
         self.settings, self.workdir, self.name = settings, workdir, name
         self.grace_ms = grace_ms
+        self.env = env or {}
 
     @property
     def log(self) -> Path:
@@ -62,6 +70,7 @@ class WorkerProcess(ChildProcess):
             "DCB_WORKER__APP_ID": f"{topics.prefix}worker",
             "DCB_WORKER__DATA_DIR": str(self.workdir / f"{self.name}-data"),
             "DCB_WORKER__GRACE_MS": str(self.grace_ms),
+            **self.env,
         }
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
