@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from streams.errors import DcbError
+from streams.subclasses import subclass_tree
 
 
 class AvroRecord(BaseModel):
@@ -207,11 +208,6 @@ class DeadLetter(AvroRecord):
 
 def record_types() -> dict[str, type[AvroRecord]]:
     """Every concrete record model by its Avro full name."""
-    found: dict[str, type[AvroRecord]] = {}
-    pending: list[type[AvroRecord]] = [AvroRecord]
-    while pending:
-        cls = pending.pop()
-        pending.extend(cls.__subclasses__())
-        if "schema_name" in cls.__dict__:
-            found[cls.schema_name] = cls
-    return found
+    return {
+        cls.schema_name: cls for cls in subclass_tree(AvroRecord) if "schema_name" in cls.__dict__
+    }

@@ -42,6 +42,7 @@ from streams.model.records import (
 from streams.reconcile.timer import reconcile_command
 from streams.sdk.tail import TopicTail
 from streams.settings import DcbSettings
+from streams.subclasses import subclass_tree
 
 
 class AppendResult(BaseModel):
@@ -54,20 +55,11 @@ class SequencedEvent(BaseModel):
     event: EventData
 
 
-def _codes() -> dict[str, type[DcbError]]:
-    found: dict[str, type[DcbError]] = {}
-    pending: list[type[DcbError]] = [DcbError]
-    while pending:
-        cls = pending.pop()
-        pending.extend(cls.__subclasses__())
-        found.setdefault(cls.code, cls)
-    return found
-
-
 def error_from(info: ErrorInfo) -> DcbError:
     """The typed error an answer names (a ``DcbError`` with that code when none has it)."""
     details = json.loads(info.details_json) if info.details_json else {}
-    cls: type[DcbError] = _codes().get(info.code) or type(
+    codes = {cls.code: cls for cls in reversed(subclass_tree(DcbError))}
+    cls: type[DcbError] = codes.get(info.code) or type(
         "RemoteError", (DcbError,), {"code": info.code}
     )
     return cls(info.message, **details)
