@@ -220,3 +220,9 @@ class ReservationExpiredError(DcbError):
     """The attempt was not decided within the grace window; the reconciler fenced it."""
 
     code = "reservation_expired"
+
+
+class WorkerStartError(InfraError):
+    """A worker process exited or did not become ready in time."""
+
+    code = "worker_start_failed"

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from streams.cli.output import console, emit, reported
 from streams.demo.courses import define_courses, fold, run_subscriptions
-from streams.errors import BrokerAlreadyRunningError
+from streams.errors import BrokerAlreadyRunningError, WorkerStartError
 from streams.infra.broker import EmbeddedBroker
 from streams.kafka import clients
 from streams.kafka.topic_admin import ensure_topics
@@ -63,6 +63,15 @@ def worker_process(settings: DcbSettings, log: Path) -> Iterator[None]:
             [sys.executable, "-m", "streams", "worker"], env=env, stdout=out, stderr=out
         )
     try:
+        deadline = time.monotonic() + 180
+        with console.status("starting a worker (dcb worker)..."):
+            while "Worker]: Ready" not in log.read_text(errors="replace"):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise WorkerStartError(
+                        f"the worker did not become ready; its log: {log}",
+                        output=log.read_text(errors="replace")[-2000:],
+                    )
+                time.sleep(0.2)
         yield
     finally:
         proc.terminate()
@@ -105,7 +114,7 @@ def demo(
             DcbClient(service_id=service, settings=settings, timeout_s=120) as client,
         ):
             t0 = time.monotonic()
-            with console.status("waiting for the worker, defining the courses..."):
+            with console.status("defining the courses..."):
                 define_courses(client, capacity_of)
             with Progress(console=console, disable=as_json, transient=True) as bar:
                 task = bar.add_task(f"{len(wishes)} subscriptions", total=len(wishes))

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from streams.errors import AppendConditionFailed
+from streams.errors import AppendConditionFailed, ReservationExpiredError
 from streams.model.records import AppendCondition, EventData, QueryItem
 from streams.sdk import DcbClient, SequencedEvent
 
@@ -103,8 +103,8 @@ def subscribe(
             result = client.append(
                 [event], AppendCondition(fail_if_events_match=query, after=after)
             )
-        except AppendConditionFailed:
-            continue  # someone else changed the course or the student: decide again
+        except (AppendConditionFailed, ReservationExpiredError):
+            continue  # someone got there first, or the attempt was fenced: decide again
         return Outcome(student, course, True, "subscribed", retries, result.suids[0])
     return Outcome(student, course, False, "gave up after repeated conflicts", MAX_RETRIES)
 
@@ -112,7 +112,13 @@ def subscribe(
 def define_courses(client: DcbClient, capacity_of: dict[str, int]) -> None:
     for course, capacity in capacity_of.items():
         body = {"course": course, "capacity": str(capacity)}
-        client.append([new_event("CourseDefined", body, f"course:{course}")])
+        for attempt in range(MAX_RETRIES):
+            try:
+                client.append([new_event("CourseDefined", body, f"course:{course}")])
+                break
+            except ReservationExpiredError:  # fenced while the worker was still starting
+                if attempt == MAX_RETRIES - 1:
+                    raise
 
 
 def run_subscriptions(
