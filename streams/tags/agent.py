@@ -13,7 +13,7 @@ from typing import Any
 
 from faust.types import EventT
 
-from streams.errors import CodecError, DcbError
+from streams.errors import DcbError
 from streams.kafka.processor import Processor
 from streams.kafka.topic_catalog import TopicRole, delivery_key
 from streams.model.records import TagDelivery
@@ -42,7 +42,7 @@ def register(proc: Processor) -> Any:
                 )
                 table = TagTable(state)
                 answer = table.handle(delivery, datetime.now(UTC))
-            except (CodecError, DcbError) as exc:
+            except DcbError as exc:  # codec errors included
                 await proc.dead_letter(event, NAME, exc)
                 continue
             tables[key] = table.state.model_dump(mode="json")
