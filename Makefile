@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit integration system-deps lock clean
+.PHONY: demo test bench lint unit integration system-deps lock clean
 
 # Java and Maven start and fetch the embedded Kafka broker; install them when missing.
 system-deps:
@@ -17,7 +17,7 @@ system-deps:
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
+	$(BIN)/pip install -q -c requirements.lock -e '.[dev,bench]'
 	touch $(STAMP)
 
 demo: system-deps $(STAMP)
@@ -37,11 +37,16 @@ integration: system-deps $(STAMP)
 test: system-deps $(STAMP) lint
 	$(BIN)/pytest
 
+# Commit throughput and latency beside raw transactional Kafka, on this machine:
+# bench/results/commit.json and commit.png (a few minutes; not part of `make test`).
+bench: system-deps $(STAMP)
+	$(BIN)/dcb bench commit
+
 # Re-resolve the pinned dependency set (commit the result).
 lock:
 	$(PYTHON) -m venv /tmp/dcb-lock-venv
 	/tmp/dcb-lock-venv/bin/pip install -q --upgrade pip
-	/tmp/dcb-lock-venv/bin/pip install -q -e '.[dev]'
+	/tmp/dcb-lock-venv/bin/pip install -q -e '.[dev,bench]'
 	/tmp/dcb-lock-venv/bin/pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
 	rm -rf /tmp/dcb-lock-venv
 

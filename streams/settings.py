@@ -80,7 +80,9 @@ class WorkerSettings(BaseModel):
         10_000, description="reservation window: undecided attempts are fenced after it"
     )
     commit_interval_s: float = Field(
-        0.1, description="how often a worker commits its transactions (bounds commit latency)"
+        0.02,
+        description="how often a worker commits its transactions: each of a commit's five "
+        "steps waits for one (dcb bench commit measured 0.01-0.1; 0.02 did best)",
     )
     reconcile_interval_s: float = Field(1.0, description="how often the reconciler timer looks")
     fault_injection: Literal["after-allocation-before-delivery"] | None = Field(

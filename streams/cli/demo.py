@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -18,67 +12,10 @@ from rich.progress import Progress
 from rich.table import Table
 
 from streams.cli.output import console, emit, reported
+from streams.cli.services import embedded_broker, running_worker
 from streams.demo.courses import define_courses, fold, run_subscriptions
-from streams.errors import BrokerAlreadyRunningError, WorkerStartError
-from streams.infra.broker import EmbeddedBroker
-from streams.kafka import clients
-from streams.kafka.topic_admin import ensure_topics
-from streams.kafka.topic_catalog import topic_specs
 from streams.sdk import DcbClient
 from streams.settings import DcbSettings
-
-
-@contextmanager
-def embedded_broker(settings: DcbSettings, keep: bool, quiet: bool) -> Iterator[None]:
-    """The embedded broker, unless DCB_BOOTSTRAP_SERVERS points elsewhere; stopped after."""
-    if settings.bootstrap_servers is not None:
-        yield
-        return
-    broker = EmbeddedBroker(settings.broker)
-    started = False
-    t0 = time.monotonic()
-    with console.status("starting the embedded Kafka broker (the first run fetches it)..."):
-        try:
-            broker.start()
-            started = True
-        except BrokerAlreadyRunningError:
-            pass
-    if not quiet:
-        how = f"started in {time.monotonic() - t0:.1f}s" if started else "already running"
-        console.print(f"broker at {broker.settings.bootstrap_servers}: {how}")
-    try:
-        yield
-    finally:
-        if started and not keep:
-            broker.stop()
-
-
-@contextmanager
-def worker_process(settings: DcbSettings, log: Path) -> Iterator[None]:
-    """``dcb worker`` as a child process for the length of the demo."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "DCB_BOOTSTRAP_SERVERS": settings.resolved_bootstrap_servers}
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streams", "worker"], env=env, stdout=out, stderr=out
-        )
-    try:
-        deadline = time.monotonic() + 180
-        with console.status("starting a worker (dcb worker)..."):
-            while "Worker]: Ready" not in log.read_text(errors="replace"):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise WorkerStartError(
-                        f"the worker did not become ready; its log: {log}",
-                        output=log.read_text(errors="replace")[-2000:],
-                    )
-                time.sleep(0.2)
-        yield
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def demo(
@@ -105,30 +42,28 @@ def demo(
     ]
     rng.shuffle(wishes)
     log = settings.broker.cache_dir / "demo-worker.log"
-    with reported(as_json), embedded_broker(settings, keep_broker, as_json):
-        ensure_topics(
-            clients.admin(settings.resolved_bootstrap_servers), topic_specs(settings.topics)
-        )
-        with (
-            worker_process(settings, log),
-            DcbClient(service_id=service, settings=settings, timeout_s=120) as client,
-        ):
-            t0 = time.monotonic()
-            with console.status("defining the courses..."):
-                define_courses(client, capacity_of)
-            with Progress(console=console, disable=as_json, transient=True) as bar:
-                task = bar.add_task(f"{len(wishes)} subscriptions", total=len(wishes))
-                report = run_subscriptions(
-                    client,
-                    wishes,
-                    capacity_of,
-                    limit,
-                    writers,
-                    lambda _: bar.advance(task),
-                )
-            elapsed = time.monotonic() - t0
-            log_events = client.read()
-            certificate = client.certificate()
+    with (
+        reported(as_json),
+        embedded_broker(settings, keep_broker, as_json),
+        running_worker(settings, log),
+        DcbClient(service_id=service, settings=settings, timeout_s=120) as client,
+    ):
+        t0 = time.monotonic()
+        with console.status("defining the courses..."):
+            define_courses(client, capacity_of)
+        with Progress(console=console, disable=as_json, transient=True) as bar:
+            task = bar.add_task(f"{len(wishes)} subscriptions", total=len(wishes))
+            report = run_subscriptions(
+                client,
+                wishes,
+                capacity_of,
+                limit,
+                writers,
+                lambda _: bar.advance(task),
+            )
+        elapsed = time.monotonic() - t0
+        log_events = client.read()
+        certificate = client.certificate()
     per_course, per_student = fold(log_events)
     sound = all(per_course[c] <= capacity_of[c] for c in capacity_of) and all(
         n <= limit for n in per_student.values()

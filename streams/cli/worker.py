@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
+from streams.infra.supervisor import supervise
 from streams.settings import DcbSettings
 
 
@@ -14,8 +16,20 @@ def worker(
         str | None, typer.Option("--bootstrap-servers", "-b", help="Kafka address.")
     ] = None,
     loglevel: Annotated[str, typer.Option("--loglevel", "-l", help="faust log level.")] = "info",
+    restart: Annotated[
+        bool,
+        typer.Option(
+            help="Run the agents in a child process and start it again when it fails "
+            "fatally (a dead transactional producer); --no-restart runs them in this one."
+        ),
+    ] = True,
 ) -> None:
-    """Run every commit-path agent in this process; more processes share the partitions."""
+    """Run every commit-path agent; more worker processes share the partitions."""
+    if restart:
+        argv = [sys.executable, "-m", "streams", "worker", "--no-restart", "-l", loglevel]
+        if bootstrap_servers:
+            argv += ["--bootstrap-servers", bootstrap_servers]
+        raise typer.Exit(supervise(argv))
     from streams.worker import run_worker
 
     settings = DcbSettings()

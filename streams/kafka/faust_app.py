@@ -11,12 +11,15 @@ outputs commit or abort together with the offsets (proven by
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from pathlib import Path
 from typing import Any
 
 import faust
 from faust.types import EventT, RecordMetadata
+
+from streams.kafka.faust_transport import CommitPathTransport, DeliveryCheckedProducer
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -52,7 +55,9 @@ def make_app(
         "broker_heartbeat_interval": 1.0,
         **overrides,
     }
-    return faust.App(app_id, **settings)
+    app = faust.App(app_id, **settings)
+    app.transport = CommitPathTransport(app.conf.broker_consumer, app)
+    return app
 
 
 def source_transactional_id(app: faust.App, topic: str, partition: int) -> str:
@@ -69,8 +74,11 @@ async def send_in_transaction(
     value: bytes | None,
     *,
     partition: int | None = None,
-) -> RecordMetadata:
+) -> asyncio.Future[RecordMetadata]:
     """Send ``value`` to ``topic`` inside the transaction of ``source``'s partition.
+
+    Returns the delivery future without waiting for it: the transaction's commit waits
+    for every send of the transaction and fails if one failed (``faust_transport``).
 
     The record becomes visible to ``read_committed`` consumers only when faust
     commits that partition's offsets; if the worker dies first, the next owner
@@ -80,6 +88,7 @@ async def send_in_transaction(
         raise RuntimeError("send_in_transaction needs processing_guarantee='exactly_once'")
     tp = source.message.tp
     tid = source_transactional_id(app, tp.topic, tp.partition)
-    fut = await app.producer.send(topic, key, value, partition, None, None, transactional_id=tid)
-    metadata: RecordMetadata = await fut
-    return metadata
+    if not isinstance(app.producer, DeliveryCheckedProducer):
+        raise RuntimeError("send_in_transaction needs the app of make_app (checked commits)")
+    sent = await app.producer.send(topic, key, value, partition, None, None, transactional_id=tid)
+    return asyncio.ensure_future(sent)  # the commit waits for it; this step need not

@@ -9,7 +9,6 @@ abort together.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -64,18 +63,13 @@ class Processor:
     async def publish(
         self, source: EventT[Any], records: Iterable[tuple[TopicRole, str, AvroRecord]]
     ) -> None:
-        """Send records (role, key, record) inside the source partition's transaction."""
-        sends = [
-            send_in_transaction(
-                self.app,
-                source,
-                self.topic(role),
-                key.encode(),
-                self.codec.encode(record.schema_name, record.to_avro()),
-            )
-            for role, key, record in records
-        ]
-        await asyncio.gather(*sends)
+        """Send records (role, key, record), in order, inside the source partition's transaction.
+
+        Nothing waits for broker acknowledgements here: the transaction's commit does.
+        """
+        for role, key, record in records:
+            value = self.codec.encode(record.schema_name, record.to_avro())
+            await send_in_transaction(self.app, source, self.topic(role), key.encode(), value)
 
     async def dead_letter(
         self, source: EventT[Any], processor: str, exc: DcbError, service_id: str | None = None

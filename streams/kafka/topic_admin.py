@@ -144,3 +144,18 @@ def ensure_topics(
             f"{len(mismatches)} existing topic(s) differ from their spec", mismatches=mismatches
         )
     return states
+
+
+def delete_topics_with_prefix(
+    client: AdminClient, prefixes: Sequence[str], timeout_s: float = 30.0
+) -> list[str]:
+    """Delete every topic whose name starts with one of ``prefixes`` (a bench's own topics)."""
+    names = [
+        name
+        for name in client.list_topics(timeout=timeout_s).topics
+        if any(name.startswith(p) for p in prefixes)
+    ]
+    if names:
+        for future in client.delete_topics(names, operation_timeout=timeout_s).values():
+            future.result()
+    return names

@@ -18,6 +18,7 @@ from faust.types import EventT
 from streams.errors import CodecError, DcbError, LedgerError
 from streams.kafka.processor import Processor
 from streams.kafka.topic_catalog import TopicRole, delivery_key
+from streams.ledger import store
 from streams.ledger.ledger import IssuanceLedger, Step
 from streams.ledger.state import CompletedAttempt, LedgerState
 from streams.model.records import AvroRecord, Command, CommitResult, ErrorInfo, TagResolution
@@ -31,16 +32,36 @@ def register(proc: Processor) -> Any:
     fault = proc.settings.worker.fault_injection
     partitions = proc.settings.topics.partitions
     ledgers = app.Table("ledgers", default=None, partitions=partitions)
+    inflight = app.Table("inflight", default=None, partitions=partitions)
     completed = app.Table("attempts", default=None, partitions=partitions)
 
+    # The ledger object behind the header this process last wrote. Reused only while
+    # the table still holds that very header object, so a changelog restore or a
+    # rebalance (a new object) always reloads; validating the state on every step was
+    # the ledger's largest cost under load.
+    live: dict[str, tuple[object, IssuanceLedger]] = {}
+
     def load(service_id: str) -> IssuanceLedger:
-        raw = ledgers.get(service_id)
+        header = ledgers.get(service_id)
+        cached = live.pop(service_id, None)  # a failed step must never leave it behind
+        if cached is not None and header is not None and cached[0] is header:
+            return cached[1]
         state = (
-            LedgerState.model_validate(raw)
-            if raw is not None
+            store.restore(header, inflight.get)
+            if header is not None
             else LedgerState(service_id=service_id, allocator_lineage_id=str(uuid.uuid4()))
         )
         return IssuanceLedger(state, grace_ms)
+
+    def save(ledger: IssuanceLedger, record: AvroRecord, before: set[str]) -> None:
+        service_id = ledger.state.service_id
+        writes = store.writes_for(ledger.state, store.touched_by(record), before)
+        for key, attempt in writes.attempts.items():
+            inflight[key] = attempt
+        for key in writes.removed:
+            inflight.pop(key, None)
+        ledgers[service_id] = writes.header
+        live[service_id] = (ledgers.get(service_id), ledger)
 
     def outputs(step: Step, service_id: str) -> list[tuple[TopicRole, str, AvroRecord]]:
         out: list[tuple[TopicRole, str, AvroRecord]] = []
@@ -93,6 +114,7 @@ def register(proc: Processor) -> Any:
                 continue
             service_id = record.service_id  # type: ignore[attr-defined]
             ledger = load(service_id)
+            before = set(ledger.state.attempts)
             try:
                 step = run(ledger, record, datetime.now(UTC))
             except DcbError as exc:
@@ -103,7 +125,7 @@ def register(proc: Processor) -> Any:
                         event, [(TopicRole.COMMIT_RESULTS, answer.attempt_id, answer)]
                     )
                 continue
-            ledgers[service_id] = ledger.state.model_dump(mode="json")
+            save(ledger, record, before)
             for done_attempt in step.completed:
                 completed[f"{service_id}/{done_attempt.attempt_id}"] = done_attempt.model_dump(
                     mode="json"

@@ -65,6 +65,68 @@ def error_from(info: ErrorInfo) -> DcbError:
     return cls(info.message, **details)
 
 
+class CommitChannel:
+    """One producer of commands and one listener of answers, shared by a client's views.
+
+    Every answer on ``dcb.commit-results`` passes the listener once, whichever service it
+    belongs to, so many services cost one consumer (``DcbClient.for_service``).
+    """
+
+    def __init__(self, bootstrap_servers: str, settings: DcbSettings) -> None:
+        self.settings = settings
+        self.codec = codec_from_settings(settings)
+        self._producer = clients.producer(bootstrap_servers)
+        self._waiting: dict[str, Future[CommitResult]] = {}
+        self._lock = threading.Lock()
+        results = topic_name(settings.topics, TopicRole.COMMIT_RESULTS)
+        self._results = TopicTail(bootstrap_servers, results, from_end=True)
+        self._closed = threading.Event()
+        self._listener = threading.Thread(target=self._listen, name="dcb-results", daemon=True)
+        self._listener.start()
+
+    def request(self, command: Command, attempt_id: str, timeout_s: float) -> CommitResult:
+        """Send ``command`` and wait for the answer to ``attempt_id``."""
+        future: Future[CommitResult] = Future()
+        with self._lock:
+            self._waiting[attempt_id] = future
+        try:
+            self.send(command)
+            return future.result(timeout=timeout_s)
+        except TimeoutError as exc:
+            raise errors.DcbError(
+                f"no answer to attempt {attempt_id} within {timeout_s} s (is a worker running?)",
+                attempt_id=attempt_id,
+            ) from exc
+        finally:
+            with self._lock:
+                self._waiting.pop(attempt_id, None)
+
+    def send(self, command: Command) -> None:
+        value = self.codec.encode(command.schema_name, command.to_avro())
+        topic = topic_name(self.settings.topics, TopicRole.COMMANDS)
+        self._producer.produce(topic, key=command.service_id.encode(), value=value)
+        self._producer.flush(10)
+
+    def _listen(self) -> None:
+        def deliver(message: Message) -> None:
+            result = CommitResult.from_avro(
+                self.codec.decode(message.value(), CommitResult.schema_name).value
+            )
+            with self._lock:
+                future = self._waiting.get(result.attempt_id)
+            if future is not None and not future.done():
+                future.set_result(result)
+
+        while not self._closed.is_set():
+            self._results.poll(deliver, 0.2)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._listener.join(5)
+        self._results.close()
+        self._producer.flush(10)
+
+
 class DcbClient:
     def __init__(
         self,
@@ -74,6 +136,7 @@ class DcbClient:
         settings: DcbSettings | None = None,
         writer_epoch: int = 0,
         timeout_s: float = 60.0,
+        channel: CommitChannel | None = None,
     ) -> None:
         self.settings = settings or DcbSettings()
         self.bootstrap = bootstrap_servers or self.settings.resolved_bootstrap_servers
@@ -81,20 +144,24 @@ class DcbClient:
         self.writer_epoch = writer_epoch
         self.timeout_s = timeout_s
         self.codec = codec_from_settings(self.settings)
-        self._producer = clients.producer(self.bootstrap)
-        self._waiting: dict[str, Future[CommitResult]] = {}
-        self._lock = threading.Lock()
-        self._results = TopicTail(
-            self.bootstrap, self._topic(TopicRole.COMMIT_RESULTS), from_end=True
-        )
+        self._owns_channel = channel is None
+        self._channel = channel or CommitChannel(self.bootstrap, self.settings)
         self._events: list[SequencedEvent] = []
         self._events_tail: TopicTail | None = None
         self._certificate: Certificate | None = None
         self._certificates_tail: TopicTail | None = None
         self._read_lock = threading.Lock()  # the tails and caches are shared by threads
-        self._closed = threading.Event()
-        self._listener = threading.Thread(target=self._listen, name="dcb-results", daemon=True)
-        self._listener.start()
+
+    def for_service(self, service_id: str) -> DcbClient:
+        """A client of another service sharing this one's producer and answer listener."""
+        return DcbClient(
+            self.bootstrap,
+            service_id,
+            settings=self.settings,
+            writer_epoch=self.writer_epoch,
+            timeout_s=self.timeout_s,
+            channel=self._channel,
+        )
 
     def _topic(self, role: TopicRole) -> str:
         return topic_name(self.settings.topics, role)
@@ -119,47 +186,10 @@ class DcbClient:
             kind="COMMIT",
             commit=attempt,
         )
-        result = self._send_and_wait(command, attempt.attempt_id)
+        result = self._channel.request(command, attempt.attempt_id, self.timeout_s)
         if result.outcome == "COMMITTED":
             return AppendResult(attempt_id=attempt.attempt_id, suids=result.suids)
         raise error_from(result.error or ErrorInfo(code="rejected", message="rejected"))
-
-    def _send_and_wait(self, command: Command, attempt_id: str) -> CommitResult:
-        future: Future[CommitResult] = Future()
-        with self._lock:
-            self._waiting[attempt_id] = future
-        try:
-            self._send(command)
-            return future.result(timeout=self.timeout_s)
-        except TimeoutError as exc:
-            raise errors.DcbError(
-                f"no answer to attempt {attempt_id} within {self.timeout_s} s "
-                "(is a worker running?)",
-                attempt_id=attempt_id,
-            ) from exc
-        finally:
-            with self._lock:
-                self._waiting.pop(attempt_id, None)
-
-    def _send(self, command: Command) -> None:
-        value = self.codec.encode(command.schema_name, command.to_avro())
-        self._producer.produce(
-            self._topic(TopicRole.COMMANDS), key=command.service_id.encode(), value=value
-        )
-        self._producer.flush(10)
-
-    def _listen(self) -> None:
-        def deliver(message: Message) -> None:
-            result = CommitResult.from_avro(
-                self.codec.decode(message.value(), CommitResult.schema_name).value
-            )
-            with self._lock:
-                future = self._waiting.get(result.attempt_id)
-            if future is not None and not future.done():
-                future.set_result(result)
-
-        while not self._closed.is_set():
-            self._results.poll(deliver, 0.2)
 
     # --- read ------------------------------------------------------------------------
 
@@ -209,16 +239,15 @@ class DcbClient:
 
     def reconcile(self, skip_grace: bool = False) -> None:
         """Ask the service's ledger for a reconcile pass (``skip_grace``: fence now)."""
-        self._send(reconcile_command(self.service_id, skip_grace, "sdk"))
+        self._channel.send(reconcile_command(self.service_id, skip_grace, "sdk"))
 
     def close(self) -> None:
-        self._closed.set()
-        self._listener.join(5)
-        self._results.close()
+        """Close the read tails, and the channel unless it is borrowed (``for_service``)."""
         for tail in (self._events_tail, self._certificates_tail):
             if tail is not None:
                 tail.close()
-        self._producer.flush(10)
+        if self._owns_channel:
+            self._channel.close()
 
     def __enter__(self) -> DcbClient:
         return self

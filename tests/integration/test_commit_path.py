@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from streams.codec import AvroCodec
+from streams.demo.courses import define_courses, run_subscriptions
 from streams.errors import (
     AppendConditionFailed,
     ReservationExpiredError,
@@ -26,6 +27,7 @@ from streams.model.records import (
     Certificate,
     Command,
     CommitAttempt,
+    CommitResult,
     DeadLetter,
     EventData,
     QueryItem,
@@ -132,46 +134,84 @@ def test_no_user_name_is_taken_twice_under_concurrent_writers(
     assert certificate.closed_prefix_suid >= log[-1].position
 
 
-def test_bad_commands_go_to_dead_letters_and_the_next_commit_is_served(
-    worker: WorkerProcess, pipeline_settings: DcbSettings, codec: AvroCodec
-) -> None:
-    settings = pipeline_settings
-    too_many_tags = Command.model_construct(
+def bad_command(
+    attempt_id: str, events: list[EventData], condition: AppendCondition | None = None
+) -> Command:
+    """A COMMIT command the SDK would refuse, built without validation."""
+    return Command.model_construct(
         service_id="bad",
-        command_id="c1",
+        command_id=attempt_id,
         issued_at=datetime.now(UTC),
         kind="COMMIT",
         commit=CommitAttempt.model_construct(
-            attempt_id="bad-1",
+            attempt_id=attempt_id,
             writer_epoch=0,
-            events=[registered("x", *[f"t{i}" for i in range(40)])],
-            condition=None,
+            events=events,
+            condition=condition,
         ),
         reconcile=None,
     )
+
+
+def fuzzed_bad_records(codec: AvroCodec, seed: int) -> list[tuple[bytes, str]]:
+    """Bad ``dcb.commands`` values, each with the dead-letter code it must get."""
+    rng = random.Random(seed)
+    out: list[tuple[bytes, str]] = []
+    for n in (0, 1, 9, 200):  # random bytes, some after a single-object marker
+        noise = bytes(rng.randrange(256) for _ in range(n))
+        out.append((b"not avro at all" + noise, "malformed_record"))
+        # with 8 bytes or more after the marker, they read as an unknown schema fingerprint
+        out.append((b"\xc3\x01" + noise, "unknown_schema" if n >= 8 else "malformed_record"))
+    valid = codec.encode(Command.schema_name, bad_command("ok", [registered("x")]).to_avro())
+    out.append((valid[: len(valid) // 2], "malformed_record"))  # truncated body
+    unknown = b"\xc3\x01" + bytes(rng.randrange(256) for _ in range(8)) + valid[10:]
+    out.append((unknown, "unknown_schema"))  # a fingerprint no schema has
+    result = CommitResult(
+        service_id="bad", attempt_id="r", outcome="REJECTED", suids=[], decided_at=datetime.now(UTC)
+    )
+    out.append((codec.encode(CommitResult.schema_name, result.to_avro()), "unexpected_schema"))
+    no_tag_item = AppendCondition(fail_if_events_match=[QueryItem(types=["UserRegistered"])])
+    refused = {
+        "too_many_tags": [registered("x", *[f"t{i}" for i in range(33)])],
+        "tag_too_long": [registered("x", "y" * 257)],
+        "empty_attempt": [],
+        "attempt_too_large": [registered(f"n{i}") for i in range(257)],
+    }
+    for code, events in refused.items():
+        command = bad_command(f"bad-{code}", events)
+        out.append((codec.encode(Command.schema_name, command.to_avro()), code))
+    command = bad_command("bad-condition", [registered("x")], condition=no_tag_item)
+    out.append((codec.encode(Command.schema_name, command.to_avro()), "invalid_condition"))
+    rng.shuffle(out)
+    return out
+
+
+def test_fuzzed_bad_commands_go_to_dead_letters_whole_and_the_next_commit_is_served(
+    worker: WorkerProcess, pipeline_settings: DcbSettings, codec: AvroCodec
+) -> None:
+    settings = pipeline_settings
+    bad = fuzzed_bad_records(codec, seed=3)
     produce_all(
         settings.resolved_bootstrap_servers,
         topic_name(settings.topics, TopicRole.COMMANDS),
-        [
-            (b"bad", b"not avro at all"),
-            (b"bad", codec.encode(Command.schema_name, too_many_tags.to_avro())),
-        ],
+        [(b"bad", value) for value, _ in bad],
     )
     with DcbClient(service_id="bad", settings=settings, timeout_s=60) as client:
         good = client.append([registered("alice")])
+        # nothing of a refused command was written: the log is the good commit alone
         assert [e.position for e in client.read()] == good.suids
     letters = read_all(
         settings.resolved_bootstrap_servers,
         topic_name(settings.topics, TopicRole.DEAD_LETTERS),
-        expect_at_least=2,
+        expect_at_least=len(bad),
         timeout_s=60,
     )
     decoded = [
         DeadLetter.from_avro(codec.decode(m.value(), DeadLetter.schema_name).value) for m in letters
     ]
-    assert sorted(d.error.code for d in decoded) == ["malformed_record", "too_many_tags"]
+    got = sorted((d.source_value or b"", d.error.code) for d in decoded)
+    assert got == sorted(bad)
     assert {d.processor for d in decoded} == {"ledger"}
-    assert all(d.source_value for d in decoded)
 
 
 def test_kill_9_of_the_worker_under_load_loses_and_duplicates_nothing(
@@ -289,3 +329,105 @@ def test_invoice_numbers_have_no_gap_and_no_duplicate_under_concurrent_writers(
     finally:
         client.close()
     assert numbers == list(range(1, 33))  # in SUID order: consecutive, no gap, no repeat
+
+
+def test_course_capacity_and_student_limit_hold_under_12_writers(
+    worker: WorkerProcess, pipeline_settings: DcbSettings
+) -> None:
+    """The DCB course example outside the demo: conditions spanning a course and a student."""
+    capacity_of = {"c1": 4, "c2": 4, "c3": 4}
+    limit = 2
+    rng = random.Random(11)
+    wishes = [(f"s{s}", c) for s in range(18) for c in rng.sample(sorted(capacity_of), 3)]
+    rng.shuffle(wishes)
+    service = f"courses-{uuid.uuid4().hex[:6]}"
+    with DcbClient(service_id=service, settings=pipeline_settings, timeout_s=90) as client:
+        define_courses(client, capacity_of)
+        report = run_subscriptions(client, wishes, capacity_of, limit, 12, lambda _: None)
+    assert len(report.outcomes) == len(wishes)
+    # The oracle: a fresh client folds the whole certified log by itself.
+    with DcbClient(service_id=service, settings=pipeline_settings) as reader:
+        log = reader.read()
+        settled_certificate(reader)
+    positions = [e.position for e in log]
+    assert positions == sorted(positions) and len(set(positions)) == len(positions)
+    subscribed = [
+        (json.loads(e.event.payload)["student"], json.loads(e.event.payload)["course"])
+        for e in log
+        if e.event.event_type == "StudentSubscribed"
+    ]
+    assert len(subscribed) == len(set(subscribed)), "a student subscribed twice to a course"
+    per_course = Counter(course for _, course in subscribed)
+    per_student = Counter(student for student, _ in subscribed)
+    assert all(per_course[c] <= capacity_of[c] for c in capacity_of), per_course
+    assert all(n <= limit for n in per_student.values()), per_student
+    # 18 students x 2 allowed > 12 seats: every seat is taken, none by a refused wish.
+    assert per_course == Counter(capacity_of), per_course
+    acknowledged = {(o.student, o.course): o.position for o in report.committed}
+    assert acknowledged == {
+        (json.loads(e.event.payload)["student"], json.loads(e.event.payload)["course"]): e.position
+        for e in log
+        if e.event.event_type == "StudentSubscribed"
+    }
+
+
+def assigned_topics(worker: WorkerProcess) -> str:
+    """The topic table of the worker's latest partition assignment, as faust logs it."""
+    log = worker.log.read_text(errors="replace")
+    start = log.rfind("Setting newly assigned partitions")
+    return log[start : log.find("for group", start)] if start >= 0 else ""
+
+
+def test_two_worker_processes_share_partitions_and_survive_losing_one(
+    pipeline_settings: DcbSettings, tmp_path: Path
+) -> None:
+    """One consumer group, two processes; kill -9 one under load and the other takes over."""
+    commands = topic_name(pipeline_settings.topics, TopicRole.COMMANDS)
+    a = WorkerProcess(pipeline_settings, tmp_path, "a", grace_ms=3_000).start()
+    b = WorkerProcess(pipeline_settings, tmp_path, "b", grace_ms=3_000).start()
+    try:
+        deadline = time.monotonic() + 90
+        while not all(commands in assigned_topics(w) for w in (a, b)):
+            assert time.monotonic() < deadline, (assigned_topics(a), assigned_topics(b))
+            time.sleep(0.5)
+        services = [f"shared-{i}" for i in range(12)]
+        acknowledged: dict[str, list[tuple[str, str]]] = {s: [] for s in services}
+        fenced: set[str] = set()
+        lock = threading.Lock()
+        with DcbClient(service_id=services[0], settings=pipeline_settings, timeout_s=120) as root:
+            views = [root] + [root.for_service(s) for s in services[1:]]
+
+            def writer(n: int) -> None:
+                for i in range(16):
+                    client = views[(n * 5 + i) % len(views)]
+                    event = registered(f"w{n}-{i}", f"writer:{n}")
+                    try:
+                        result = client.append([event])
+                    except ReservationExpiredError:
+                        with lock:  # fenced while its partition moved: never committed
+                            fenced.add(event.event_id)
+                        continue
+                    with lock:
+                        acknowledged[client.service_id].append((event.event_id, result.suids[0]))
+
+            threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+            for thread in threads:
+                thread.start()
+            while sum(len(v) for v in acknowledged.values()) < 24:
+                time.sleep(0.1)
+            a.kill()
+            for thread in threads:
+                thread.join(300)
+            logs = {s: view.read() for s, view in zip(services, views, strict=True)}
+            for view in views[1:]:
+                view.close()
+        assert sum(len(v) for v in acknowledged.values()) + len(fenced) == 8 * 16
+        for service in services:
+            log = logs[service]
+            expected = sorted(acknowledged[service], key=lambda x: x[1])
+            assert [(e.event.event_id, e.position) for e in log] == expected, service
+            assert not fenced & {e.event.event_id for e in log}
+        assert commands in assigned_topics(b)
+    finally:
+        a.stop()
+        b.stop()

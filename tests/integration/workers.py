@@ -1,16 +1,12 @@
-"""`dcb worker` as separate OS processes, with the topics of one test's prefix."""
+"""Child processes of the integration tests: the relay base and ``dcb worker`` per test."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 
+from streams.infra import worker_process
 from streams.settings import DcbSettings
-
-DCB = Path(sys.executable).parent / "dcb"
 
 
 class ChildProcess:
@@ -38,8 +34,8 @@ class ChildProcess:
                 self.kill()
 
 
-class WorkerProcess(ChildProcess):
-    """``dcb worker`` with the settings of one test."""
+class WorkerProcess(worker_process.WorkerProcess):
+    """``dcb worker`` on one test's topics, app id and data folder; a new log per start."""
 
     def __init__(
         self,
@@ -49,43 +45,19 @@ class WorkerProcess(ChildProcess):
         grace_ms: int,
         env: dict[str, str] | None = None,
     ) -> None:
-        super().__init__()
-        self.settings, self.workdir, self.name = settings, workdir, name
-        self.grace_ms = grace_ms
-        self.env = env or {}
+        worker = settings.worker.model_copy(
+            update={
+                "app_id": f"{settings.topics.prefix}worker",
+                "data_dir": workdir / f"{name}-data",
+                "grace_ms": grace_ms,
+            }
+        )
+        own = settings.model_copy(update={"worker": worker})
+        super().__init__(own, workdir / f"{name}-0.log", env)
+        self.workdir, self.name, self.runs = workdir, name, 0
 
-    @property
-    def log(self) -> Path:
-        return self.workdir / f"{self.name}-{self.runs}.log"
-
-    def start(self, wait: bool = True) -> WorkerProcess:
+    def start(self, wait: bool = True, timeout_s: float = 90) -> WorkerProcess:
         self.runs += 1
-        topics = self.settings.topics
-        env = {
-            **os.environ,
-            "DCB_BOOTSTRAP_SERVERS": self.settings.resolved_bootstrap_servers,
-            "DCB_TOPICS__PREFIX": topics.prefix,
-            "DCB_TOPICS__PARTITIONS": str(topics.partitions),
-            "DCB_TOPICS__TAG_PARTITIONS": str(topics.tag_partitions),
-            "DCB_WORKER__APP_ID": f"{topics.prefix}worker",
-            "DCB_WORKER__DATA_DIR": str(self.workdir / f"{self.name}-data"),
-            "DCB_WORKER__GRACE_MS": str(self.grace_ms),
-            **self.env,
-        }
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [str(DCB), "worker"], env=env, stdout=out, stderr=subprocess.STDOUT
-            )
-        if wait:
-            self.wait_for("Worker]: Ready", 90)
+        self.log = self.workdir / f"{self.name}-{self.runs}.log"
+        super().start(wait, timeout_s)
         return self
-
-    def wait_for(self, text: str, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while text not in self.log.read_text(errors="replace"):
-            assert self.proc is not None and self.proc.poll() is None, self.tail()
-            assert time.monotonic() < deadline, f"no {text!r} in time\n{self.tail()}"
-            time.sleep(0.2)
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]

@@ -22,6 +22,8 @@ COMMANDS = [
     ["read"],
     ["certificate"],
     ["reconcile"],
+    ["bench"],
+    ["bench", "commit"],
 ]
 
 

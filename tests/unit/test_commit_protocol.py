@@ -6,7 +6,8 @@ as a Kafka partition is), redelivering and losing records, and running the recon
 An independent fold over the published events then checks the invariants: capacity and
 student limits never exceeded (DCB consistency), every event in all its tags or none
 (atomic), each attempt answered once, SUIDs and certificates monotone, nothing left
-unresolved once the reconciler has run.
+unresolved once the reconciler has run. After every ledger step the state is stored as
+the agent stores it (header + the attempts the step touched) and must join back whole.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter, defaultdict, deque
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import event as note_event
@@ -22,6 +25,7 @@ from hypothesis import strategies as st
 
 from streams.ledger.ledger import IssuanceLedger, Step
 from streams.ledger.state import CompletedAttempt, LedgerState
+from streams.ledger.store import restore, touched_by, writes_for
 from streams.model.records import (
     AppendCondition,
     Certificate,
@@ -58,6 +62,7 @@ class Pipeline:
         self.events: list[CommittedEvent] = []
         self.certificates: list[Certificate] = []
         self.allocated: list[str] = []
+        self.inflight: dict[str, dict[str, Any]] = {}  # the shell's per-attempt table
 
     def tick(self, ms: int = 1) -> datetime:
         self.clock += timedelta(milliseconds=ms)
@@ -84,9 +89,23 @@ class Pipeline:
         state = self.ledger.state
         assert state.unresolved_count == len(state.unresolved)
 
+    def persisted(self, touched: set[str] | None, run: Callable[[], Step]) -> None:
+        """Run a ledger step, store it as the agent does, and join the tables back."""
+        before = set(self.ledger.state.attempts)
+        step = run()
+        writes = writes_for(self.ledger.state, touched, before)
+        self.inflight.update(writes.attempts)
+        for key in writes.removed:
+            del self.inflight[key]
+        restored = restore(writes.header, self.inflight.get)
+        assert restored.model_dump() == self.ledger.state.model_dump()
+        self.absorb(step)
+
     def submit(self, attempt: CommitAttempt) -> None:
         done = self.completed.get(attempt.attempt_id)
-        self.absorb(self.ledger.register(attempt, self.tick(), done))
+        self.persisted(
+            {attempt.attempt_id}, lambda: self.ledger.register(attempt, self.tick(), done)
+        )
 
     def deliver(self, tag: str, redeliver: bool = False) -> None:
         queue = self.deliveries[tag]
@@ -95,10 +114,13 @@ class Pipeline:
         self.resolutions.append(table.handle(delivery, self.tick()))
 
     def resolve(self) -> None:
-        self.absorb(self.ledger.apply_resolution(self.resolutions.popleft(), self.tick()))
+        resolution = self.resolutions.popleft()
+        self.persisted(
+            touched_by(resolution), lambda: self.ledger.apply_resolution(resolution, self.tick())
+        )
 
     def reconcile(self, skip_grace: bool) -> None:
-        self.absorb(self.ledger.reconcile(self.tick(GRACE_MS // 2), skip_grace))
+        self.persisted(None, lambda: self.ledger.reconcile(self.tick(GRACE_MS // 2), skip_grace))
 
     def busy_tags(self) -> list[str]:
         return sorted(tag for tag, queue in self.deliveries.items() if queue)

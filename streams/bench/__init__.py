@@ -1,0 +1,1 @@
+"""Benchmarks a user can run (``dcb bench``): the commit path against raw Kafka."""

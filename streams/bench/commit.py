@@ -1,0 +1,191 @@
+"""``dcb bench commit``: the commit path's throughput and latency beside raw Kafka's.
+
+Every scenario is a closed loop of writers appending one event each time, without an
+append condition, through the public SDK; the baseline sends the same encoded command
+bytes through raw transactional produce -> consume at the same writer counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, Field
+
+from streams.bench.hops import HopBreakdown, HopTracer
+from streams.bench.load import closed_loop
+from streams.bench.raw import TransactionalRoundTrip
+from streams.bench.stats import ScenarioResult, ratio_to_baseline
+from streams.codec import codec_from_settings
+from streams.kafka import clients
+from streams.kafka.topic_admin import ensure_topics
+from streams.kafka.topic_catalog import TopicRole, TopicSpec
+from streams.model.records import Command, CommitAttempt, EventData
+from streams.sdk import DcbClient
+from streams.settings import DcbSettings
+
+TAG_SPREAD = 1000  # distinct values per tag position: contention stays low, tags recur
+
+
+class BenchPlan(BaseModel):
+    writers: list[int] = Field(default_factory=lambda: [1, 8, 64])
+    tags: list[int] = Field(default_factory=lambda: [1, 3])
+    services: list[int] = Field(default_factory=lambda: [1, 100])
+    warmup_s: float = 3.0
+    measure_s: float = 10.0
+
+    def scenarios(self) -> Iterator[tuple[int, int, int]]:
+        for services in self.services:
+            for tags in self.tags:
+                for writers in self.writers:
+                    yield writers, tags, services
+
+    @property
+    def seconds(self) -> float:
+        runs = len(list(self.scenarios())) + len(self.writers)
+        return runs * (self.warmup_s + self.measure_s)
+
+
+class CommitBenchReport(BaseModel):
+    started_at: datetime
+    machine: dict[str, str | int]
+    settings: dict[str, str | float]
+    plan: BenchPlan
+    raw: list[ScenarioResult]
+    dcb: list[ScenarioResult]
+    ratios: dict[str, float | None]
+    hops: HopBreakdown | None
+
+
+def bench_event(rng: random.Random, tags: int) -> EventData:
+    return EventData(
+        event_id=str(uuid.uuid4()),
+        event_type="BenchEvent",
+        payload=json.dumps({"n": rng.randrange(1 << 30), "note": "x" * 64}),
+        tags=[f"t{i}:{rng.randrange(TAG_SPREAD)}" for i in range(tags)],
+        timestamp=datetime.now(UTC),
+    )
+
+
+def command_bytes(settings: DcbSettings, tags: int) -> bytes:
+    """An encoded COMMIT command, as the SDK sends it: the raw baseline's payload."""
+    attempt = CommitAttempt(
+        attempt_id=str(uuid.uuid4()), writer_epoch=0, events=[bench_event(random.Random(0), tags)]
+    )
+    command = Command(
+        service_id="bench",
+        command_id=attempt.attempt_id,
+        issued_at=datetime.now(UTC),
+        kind="COMMIT",
+        commit=attempt,
+    )
+    return codec_from_settings(settings).encode(command.schema_name, command.to_avro())
+
+
+def machine() -> dict[str, str | int]:
+    return {
+        "cpus": os.cpu_count() or 0,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "processor": platform.processor() or platform.machine(),
+    }
+
+
+def run_raw(
+    settings: DcbSettings, plan: BenchPlan, tick: Callable[[float], None]
+) -> list[ScenarioResult]:
+    bootstrap = settings.resolved_bootstrap_servers
+    topic = f"{settings.topics.prefix}bench-raw"
+    spec = TopicSpec(TopicRole.COMMANDS, topic, settings.topics.partitions, 1, "delete")
+    ensure_topics(clients.admin(bootstrap), [spec])
+    value = command_bytes(settings, max(plan.tags))
+    loop = TransactionalRoundTrip(bootstrap, topic)
+    try:
+        return [
+            ScenarioResult.of(
+                "raw",
+                writers,
+                max(plan.tags),
+                1,
+                closed_loop(
+                    writers, lambda _w, _s: loop.send(value), plan.warmup_s, plan.measure_s, tick
+                ),
+            )
+            for writers in plan.writers
+        ]
+    finally:
+        loop.close()
+
+
+def _dcb_scenario(
+    views: list[DcbClient],
+    writers: int,
+    tags: int,
+    services: int,
+    plan: BenchPlan,
+    tick: Callable[[float], None],
+    tracer: HopTracer | None,
+) -> ScenarioResult:
+    rngs = [random.Random(w) for w in range(writers)]
+
+    def append(w: int, seq: int) -> None:
+        client = views[(w * 7919 + seq) % services]
+        sent = datetime.now(UTC)
+        result = client.append([bench_event(rngs[w], tags)])
+        if tracer is not None:
+            tracer.sent(result.attempt_id, sent, datetime.now(UTC))
+
+    measured = closed_loop(writers, append, plan.warmup_s, plan.measure_s, tick)
+    return ScenarioResult.of("dcb", writers, tags, services, measured)
+
+
+def run_dcb(
+    settings: DcbSettings,
+    plan: BenchPlan,
+    tick: Callable[[float], None],
+    trace: tuple[int, int, int] = (8, 1, 1),
+) -> tuple[list[ScenarioResult], HopBreakdown | None]:
+    """Every scenario of ``plan`` through the SDK; hops traced in the ``trace`` scenario
+    (writers, tags, services)."""
+    results: list[ScenarioResult] = []
+    hops: HopBreakdown | None = None
+    run_id = uuid.uuid4().hex[:6]
+    with DcbClient(service_id=f"bench-{run_id}-0", settings=settings, timeout_s=60) as root:
+        views = [root] + [root.for_service(f"bench-{run_id}-{i}") for i in range(1, 100)]
+        for writers, tags, services in plan.scenarios():
+            tracer = HopTracer(settings) if (writers, tags, services) == trace else None
+            try:
+                results.append(_dcb_scenario(views, writers, tags, services, plan, tick, tracer))
+            finally:
+                if tracer is not None:
+                    hops = tracer.breakdown()
+                    tracer.close()
+    return results, hops
+
+
+def run_commit_bench(
+    settings: DcbSettings, plan: BenchPlan, tick: Callable[[float], None]
+) -> CommitBenchReport:
+    started = datetime.now(UTC)
+    raw = run_raw(settings, plan, tick)
+    dcb, hops = run_dcb(settings, plan, tick)
+    ratios = {r.key: ratio_to_baseline(r, raw) for r in dcb}
+    return CommitBenchReport(
+        started_at=started,
+        machine=machine(),
+        settings={
+            "commit_interval_s": settings.worker.commit_interval_s,
+            "partitions": settings.topics.partitions,
+            "tag_partitions": settings.topics.tag_partitions,
+        },
+        plan=plan,
+        raw=raw,
+        dcb=dcb,
+        ratios=ratios,
+        hops=hops,
+    )

@@ -1,0 +1,115 @@
+"""Where a commit's time goes: each hop's share, from the record timestamps on each topic.
+
+A record's timestamp is taken when its processor produces it, before that processor's
+transaction commits, so each hop below includes the previous step's commit wait, the
+next consumer's fetch and that step's own processing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import defaultdict
+from datetime import datetime
+
+from confluent_kafka import Message
+from pydantic import BaseModel
+
+from streams.bench.stats import percentile
+from streams.codec import codec_from_settings
+from streams.kafka.topic_catalog import TopicRole, topic_name
+from streams.model.records import CommitResult, TagDelivery, TagResolution
+from streams.sdk.tail import TopicTail
+from streams.settings import DcbSettings
+
+# The marks of one commit in order; each hop runs from one mark to the next.
+MARKS = ("sent", "PREPARE", "PREPARED", "INSTALL", "INSTALLED_AND_COVERED", "answered", "received")
+HOPS = (
+    "SDK -> ledger: command in, PREPARE deliveries out",
+    "ledger commit -> tag: PREPARE checked, vote out",
+    "tag commit -> ledger: votes in, INSTALL decision out",
+    "ledger commit -> tag: installed, evidence out",
+    "tag commit -> ledger: evidence in, events + answer out",
+    "ledger commit -> SDK: answer read",
+)
+
+
+class Hop(BaseModel):
+    name: str
+    p50_ms: float
+    p99_ms: float
+
+
+class HopBreakdown(BaseModel):
+    attempts: int
+    hops: list[Hop]
+
+
+class HopTracer:
+    """Follows deliveries, resolutions and answers; the bench reports each attempt's ends."""
+
+    def __init__(self, settings: DcbSettings) -> None:
+        self.codec = codec_from_settings(settings)
+        bootstrap = settings.resolved_bootstrap_servers
+        self.marks: dict[str, dict[str, float]] = defaultdict(dict)
+        self._lock = threading.Lock()
+        self._tails = [
+            (TopicTail(bootstrap, topic_name(settings.topics, role), from_end=True), role)
+            for role in (
+                TopicRole.TAG_DELIVERIES,
+                TopicRole.TAG_RESOLUTIONS,
+                TopicRole.COMMIT_RESULTS,
+            )
+        ]
+        self._closed = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._follow, args=(tail, role), daemon=True)
+            for tail, role in self._tails
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _mark(self, attempt_id: str, mark: str, at_ms: float) -> None:
+        """Keep the latest time of a mark: the slowest tag decides when a hop ends."""
+        with self._lock:
+            marks = self.marks[attempt_id]
+            marks[mark] = max(marks.get(mark, 0.0), at_ms)
+
+    def _follow(self, tail: TopicTail, role: TopicRole) -> None:
+        def record(message: Message) -> None:
+            _, at_ms = message.timestamp()
+            decoded = self.codec.decode(message.value(), None).value
+            if role is TopicRole.TAG_DELIVERIES:
+                delivery = TagDelivery.from_avro(decoded)
+                self._mark(delivery.attempt_id, delivery.action, at_ms)
+            elif role is TopicRole.TAG_RESOLUTIONS:
+                resolution = TagResolution.from_avro(decoded)
+                self._mark(resolution.attempt_id, resolution.status, at_ms)
+            else:
+                self._mark(CommitResult.from_avro(decoded).attempt_id, "answered", at_ms)
+
+        while not self._closed.is_set():
+            tail.poll(record, 0.1)
+
+    def sent(self, attempt_id: str, sent: datetime, received: datetime) -> None:
+        self._mark(attempt_id, "sent", sent.timestamp() * 1000)
+        self._mark(attempt_id, "received", received.timestamp() * 1000)
+
+    def breakdown(self) -> HopBreakdown:
+        with self._lock:
+            complete = [m for m in self.marks.values() if all(k in m for k in MARKS)]
+        spans = [[m[b] - m[a] for m in complete] for a, b in itertools.pairwise(MARKS)]
+        return HopBreakdown(
+            attempts=len(complete),
+            hops=[
+                Hop(name=name, p50_ms=percentile(s, 50), p99_ms=percentile(s, 99))
+                for name, s in zip(HOPS, spans, strict=True)
+            ],
+        )
+
+    def close(self) -> None:
+        self._closed.set()
+        for thread in self._threads:
+            thread.join(5)
+        for tail, _ in self._tails:
+            tail.close()

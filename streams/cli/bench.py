@@ -1,0 +1,127 @@
+"""``dcb bench``: benchmarks on this machine, written under ``bench/results/``."""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from streams.bench.commit import BenchPlan, CommitBenchReport, run_commit_bench
+from streams.bench.report import PlotUnavailableError, write_json, write_plot
+from streams.cli.output import console, emit, reported
+from streams.cli.services import embedded_broker, running_worker
+from streams.kafka import clients
+from streams.kafka.topic_admin import delete_topics_with_prefix
+from streams.settings import DcbSettings
+
+app = typer.Typer(
+    help="Benchmarks, run against a real broker on this machine.", no_args_is_help=True
+)
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from exc
+    if not values or min(values) < 1:
+        raise typer.BadParameter(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _bench_settings(run: str, data_dir: Path) -> DcbSettings:
+    """The user's settings with this run's own topics, app id and worker folder."""
+    settings = DcbSettings()
+    topics = settings.topics.model_copy(update={"prefix": f"dcb-bench-{run}."})
+    worker = settings.worker.model_copy(
+        update={"app_id": f"dcb-bench-{run}-worker", "data_dir": data_dir}
+    )
+    return settings.model_copy(update={"topics": topics, "worker": worker})
+
+
+@app.command()
+def commit(
+    writers: Annotated[str, typer.Option(help="Concurrent writer counts.")] = "1,8,64",
+    tags: Annotated[str, typer.Option(help="Tags per event.")] = "1,3",
+    services: Annotated[str, typer.Option(help="Services the writers spread over.")] = "1,100",
+    warmup: Annotated[float, typer.Option(help="Seconds of warm-up per scenario.")] = 3.0,
+    measure: Annotated[float, typer.Option(help="Seconds measured per scenario.")] = 10.0,
+    out: Annotated[Path, typer.Option(help="Folder of commit.json and commit.png.")] = Path(
+        "bench/results"
+    ),
+    keep_broker: Annotated[
+        bool, typer.Option(help="Leave the broker running when the bench started it.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Commit throughput and latency through the SDK, beside raw transactional Kafka."""
+    plan = BenchPlan(
+        writers=_ints(writers),
+        tags=_ints(tags),
+        services=_ints(services),
+        warmup_s=warmup,
+        measure_s=measure,
+    )
+    run = uuid.uuid4().hex[:8]
+    with (
+        reported(as_json),
+        tempfile.TemporaryDirectory(prefix="dcb-bench-") as scratch,
+    ):
+        settings = _bench_settings(run, Path(scratch) / "worker")
+        with embedded_broker(settings, keep_broker, as_json):
+            try:
+                with (
+                    running_worker(settings, out / "commit-worker.log"),
+                    Progress(
+                        TextColumn("[progress.description]{task.description}"),
+                        BarColumn(),
+                        TimeRemainingColumn(),
+                        console=console,
+                        disable=as_json,
+                        transient=True,
+                    ) as bar,
+                ):
+                    task = bar.add_task("benchmarking", total=plan.seconds)
+                    report = run_commit_bench(settings, plan, lambda s: bar.advance(task, s))
+            finally:
+                delete_topics_with_prefix(
+                    clients.admin(settings.resolved_bootstrap_servers),
+                    [settings.topics.prefix, settings.worker.app_id],
+                )
+        written = [write_json(report, out)]
+        try:
+            written.append(write_plot(report, out))
+        except PlotUnavailableError as exc:
+            console.print(f"[yellow]{exc}[/]")
+        emit(as_json, report.model_dump(mode="json"), lambda: _print(report, written))
+
+
+def _print(report: CommitBenchReport, written: list[Path]) -> None:
+    table = Table(
+        "system", "writers", "tags", "services", "events/s", "p50 ms", "p99 ms", "failed", "vs raw"
+    )
+    for r in report.raw + report.dcb:
+        ratio = report.ratios.get(r.key) if r.system == "dcb" else None
+        table.add_row(
+            r.system,
+            str(r.writers),
+            str(r.tags),
+            str(r.services),
+            f"{r.events_per_s:.1f}",
+            f"{r.p50_ms:.0f}",
+            f"{r.p99_ms:.0f}",
+            str(r.failed),
+            f"{ratio:.0%}" if ratio is not None else "",
+        )
+    console.print(table)
+    if report.hops is not None:
+        hops = Table("hop (8 writers, 1 tag, 1 service)", "p50 ms", "p99 ms")
+        for hop in report.hops.hops:
+            hops.add_row(hop.name, f"{hop.p50_ms:.0f}", f"{hop.p99_ms:.0f}")
+        console.print(hops)
+    console.print("written: " + ", ".join(str(p) for p in written))

@@ -1,0 +1,94 @@
+"""``dcb worker`` as a child OS process: what the demo, the bench and the tests start.
+
+A separate process, not a thread, because the worker is a faust app with its own
+event loop and because crash tests need something they can SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from streams.errors import WorkerStartError
+from streams.settings import DcbSettings
+
+READY_LINE = "Worker]: Ready"
+
+
+def worker_env(settings: DcbSettings) -> dict[str, str]:
+    """The environment that makes a child worker see exactly ``settings``' topics and app."""
+    topics, worker = settings.topics, settings.worker
+    env = {
+        "DCB_BOOTSTRAP_SERVERS": settings.resolved_bootstrap_servers,
+        "DCB_TOPICS__PREFIX": topics.prefix,
+        "DCB_TOPICS__PARTITIONS": str(topics.partitions),
+        "DCB_TOPICS__TAG_PARTITIONS": str(topics.tag_partitions),
+        "DCB_WORKER__APP_ID": worker.app_id,
+        "DCB_WORKER__GRACE_MS": str(worker.grace_ms),
+        "DCB_WORKER__COMMIT_INTERVAL_S": str(worker.commit_interval_s),
+    }
+    if worker.data_dir is not None:
+        env["DCB_WORKER__DATA_DIR"] = str(worker.data_dir)
+    return env
+
+
+class WorkerProcess:
+    """One ``dcb worker`` child, logging to ``log``; ``start`` waits for its Ready line."""
+
+    def __init__(
+        self, settings: DcbSettings, log: Path, extra_env: dict[str, str] | None = None
+    ) -> None:
+        self.settings = settings
+        self.log = log
+        self.extra_env = extra_env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait: bool = True, timeout_s: float = 180) -> WorkerProcess:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **worker_env(self.settings), **self.extra_env}
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "streams", "worker"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        if wait:
+            self.wait_for(READY_LINE, timeout_s)
+        return self
+
+    def wait_for(self, text: str, timeout_s: float) -> None:
+        """Block until ``text`` is in the log; raise if the worker dies or time runs out."""
+        deadline = time.monotonic() + timeout_s
+        while text not in self.log.read_text(errors="replace"):
+            if self.proc is None or self.proc.poll() is not None or time.monotonic() > deadline:
+                raise WorkerStartError(
+                    f"no {text!r} from the worker; its log: {self.log}", output=self.tail()
+                )
+            time.sleep(0.2)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL: the crash the exactly-once tests recover from."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def __enter__(self) -> WorkerProcess:
+        return self if self.proc is not None else self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()

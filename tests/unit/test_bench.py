@@ -1,0 +1,62 @@
+"""The bench's pure parts: percentiles, summaries, ratios, the plan and the closed loop."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streams.bench.commit import BenchPlan
+from streams.bench.load import closed_loop
+from streams.bench.stats import Measurement, ScenarioResult, percentile, ratio_to_baseline
+
+
+@given(st.lists(st.floats(0, 1e6), min_size=1, max_size=200), st.floats(0.01, 100))
+def test_percentile_is_a_sample_with_enough_at_or_below(samples: list[float], q: float) -> None:
+    p = percentile(samples, q)
+    assert p in samples
+    at_or_below = sum(1 for x in samples if x <= p)
+    assert at_or_below >= math.ceil(q / 100 * len(samples))
+    assert sum(1 for x in samples if x < p) < math.ceil(q / 100 * len(samples))
+
+
+def test_percentile_of_nothing_is_nan() -> None:
+    assert math.isnan(percentile([], 50))
+
+
+def result(system: str, writers: int, rate: float) -> ScenarioResult:
+    m = Measurement(completed=int(rate * 10), failed=0, window_s=10, latencies_ms=[1.0, 3.0])
+    return ScenarioResult.of(system, writers, 1, 1, m)
+
+
+def test_ratio_compares_same_writer_counts() -> None:
+    raw = [result("raw", 1, 100), result("raw", 8, 400)]
+    assert ratio_to_baseline(result("dcb", 8, 100), raw) == 0.25
+    assert ratio_to_baseline(result("dcb", 64, 100), raw) is None
+
+
+def test_plan_runs_every_combination_once() -> None:
+    plan = BenchPlan(writers=[1, 8], tags=[1, 3], services=[1, 100], warmup_s=1, measure_s=2)
+    combos = list(plan.scenarios())
+    assert len(combos) == len(set(combos)) == 8
+    assert plan.seconds == (8 + 2) * 3
+
+
+def test_closed_loop_counts_only_the_window() -> None:
+    calls: list[float] = []
+
+    def op(writer: int, seq: int) -> None:
+        calls.append(time.perf_counter())
+        time.sleep(0.01)
+        if writer == 1 and seq % 2:
+            raise RuntimeError("every other call of writer 1 fails")
+
+    m = closed_loop(2, op, warmup_s=0.2, measure_s=0.5)
+    assert m.window_s == 0.5
+    assert 0 < m.completed < len(calls)  # warm-up calls are not counted
+    assert m.failed > 0
+    assert all(x >= 10 for x in m.latencies_ms)
+    assert m.per_second == pytest.approx(m.completed / 0.5)

@@ -1,0 +1,75 @@
+"""The worker supervisor: restarts on request or crash, not on a clean or usage exit, and
+its child never outlives it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from streams.infra.supervisor import EXIT_RESTART, should_restart, supervise
+
+
+def test_which_exits_restart() -> None:
+    assert should_restart(EXIT_RESTART)
+    assert should_restart(-signal.SIGKILL)
+    assert not should_restart(0)
+    assert not should_restart(2)
+
+
+def child(script: str) -> list[str]:
+    return [sys.executable, "-c", script]
+
+
+def test_a_child_asking_for_a_restart_runs_again(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    script = (
+        f"import pathlib, sys; p = pathlib.Path({str(runs)!r}); "
+        "n = len(p.read_text()) if p.exists() else 0; p.write_text('x' * (n + 1)); "
+        f"sys.exit({EXIT_RESTART} if n < 2 else 0)"
+    )
+    assert supervise(child(script), backoff_s=0.01) == 0
+    assert runs.read_text() == "xxx"
+
+
+def test_a_usage_error_is_not_restarted(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    script = f"import pathlib, sys; pathlib.Path({str(runs)!r}).open('a').write('x'); sys.exit(2)"
+    assert supervise(child(script), backoff_s=0.01) == 2
+    assert runs.read_text() == "x"
+
+
+def test_the_child_dies_with_a_killed_supervisor(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text(
+        f"import os, pathlib, time\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+        "time.sleep(60)\n"
+    )
+    program = (
+        "import sys\nfrom streams.infra.supervisor import supervise\n"
+        f"supervise([sys.executable, {str(sleeper)!r}])\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", program])
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    child_pid = int(pid_file.read_text())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            os.kill(child_pid, 0)
+        except ProcessLookupError:
+            return  # gone
+        # a zombie is gone too: reaped by init, it no longer runs
+        state = Path(f"/proc/{child_pid}/stat").read_text().split()[2]
+        if state == "Z":
+            return
+        assert time.monotonic() < deadline, "the child outlived its supervisor"
+        time.sleep(0.05)
