@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
+from typing import Any
 
 import faust
 
@@ -40,27 +43,45 @@ def build_worker(settings: DcbSettings) -> faust.App:
     ledgers = ledger_agent.register(proc)
     tag_agent.register(proc)
     timer.register(proc, ledgers)
-    register_watchdog(app)
     return app
 
 
-def register_watchdog(app: faust.App) -> None:
-    """Exit for a restart once a transactional producer is dead (``infra/supervisor.py``)."""
+def start_watchdog(app: faust.App, interval_s: float = 0.5) -> threading.Thread:
+    """Exit for a restart (``infra/supervisor.py``) once the app cannot go on.
 
-    @app.timer(0.5)  # type: ignore[untyped-decorator]
-    async def transactional_producers_alive() -> None:
-        producer = app.producer
-        dead = producer.dead_transactions() if isinstance(producer, DeliveryCheckedProducer) else []
-        if dead:
-            log.error(
-                "transactional producer(s) %s failed fatally; exiting so that a fresh "
-                "process aborts their open transactions and resumes",
-                ", ".join(dead),
-            )
-            logging.shutdown()
-            os._exit(EXIT_RESTART)
+    That is a crashed consumer, producer or app (a commit whose sends failed), or a dead
+    transactional producer. A thread, not a faust timer: a crashed app stops its timers
+    and can hang in its own shutdown, retrying a broker that is gone.
+    """
+
+    def reason() -> str | None:
+        # The private slots, not the properties: those would create services here.
+        services: dict[str, Any] = {
+            "app": app,
+            "consumer": app._consumer,
+            "producer": app._producer,
+        }
+        for name, service in services.items():
+            if service is not None and service._crashed.is_set():
+                return f"the {name} crashed: {service.crash_reason!r}"
+        producer = services["producer"]
+        if isinstance(producer, DeliveryCheckedProducer) and (dead := producer.dead_transactions()):
+            return f"transactional producer(s) {', '.join(dead)} failed fatally"
+        return None
+
+    def watch() -> None:
+        while (why := reason()) is None:
+            time.sleep(interval_s)
+        log.error("%s; exiting so that a fresh process aborts the open transactions", why)
+        logging.shutdown()
+        os._exit(EXIT_RESTART)
+
+    thread = threading.Thread(target=watch, name="dcb-watchdog", daemon=True)
+    thread.start()
+    return thread
 
 
 def run_worker(settings: DcbSettings, loglevel: str = "info") -> None:
     app = build_worker(settings)
+    start_watchdog(app)
     faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()

@@ -1,11 +1,14 @@
 """Run a child process and start it again when it fails: how ``dcb worker`` runs faust.
 
 aiokafka turns some broker losses (a connection closed during a coordinator lookup) into
-a fatal error of a transactional producer, and a faust app with a dead transactional
-producer cannot go on. The worker then exits with :data:`EXIT_RESTART`; a fresh process
-makes fresh producers, which abort the open transactions and resume from the committed
-offsets — the recovery a SIGKILL gets. The child dies with its supervisor (Linux
-``PR_SET_PDEATHSIG``), so killing the supervisor never leaves a worker behind.
+a fatal error of a transactional producer, or fail a transaction's sends so that its
+commit raises; a faust app in that state stops (or, with a dead producer, exits with
+:data:`EXIT_RESTART` from the worker's watchdog). A worker never ends by itself, so
+whenever the child ends without being asked to, a fresh process is started (with
+back-off): its fresh producers abort the open transactions and it resumes from the
+committed offsets — the recovery a SIGKILL gets. Only a usage error (exit 2) is final.
+The child dies with its supervisor (Linux ``PR_SET_PDEATHSIG``), so killing the
+supervisor never leaves a worker behind.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from collections.abc import Sequence
 from types import FrameType
 
 EXIT_RESTART = 75  # EX_TEMPFAIL: the child asks to be started again
+EXIT_USAGE = 2  # bad options or settings: starting again would fail again
+MAX_BACKOFF_S = 30.0
+STEADY_S = 60.0  # a child that ran this long resets the back-off
 log = logging.getLogger("streams.supervisor")
 
 
@@ -30,9 +36,8 @@ def _die_with_parent() -> None:
 
 
 def should_restart(exit_code: int) -> bool:
-    """Restart after a requested restart or a crash by signal, not after a clean exit or a
-    usage error (which would fail again)."""
-    return exit_code == EXIT_RESTART or exit_code < 0
+    """Whether a child that ended on its own is started again: all but a usage error."""
+    return exit_code != EXIT_USAGE
 
 
 def supervise(argv: Sequence[str], backoff_s: float = 1.0) -> int:
@@ -48,13 +53,16 @@ def supervise(argv: Sequence[str], backoff_s: float = 1.0) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    restarts = 0
+    restarts, delay = 0, backoff_s
     while True:
+        started = time.monotonic()
         child = subprocess.Popen(list(argv), preexec_fn=_die_with_parent)
         code = child.wait()
         if stopping or not should_restart(code):
             return code
         restarts += 1
-        log.warning("worker exited with %s; starting it again (restart %d)", code, restarts)
+        delay = backoff_s if time.monotonic() - started > STEADY_S else delay
+        log.warning("worker exited with %s; starting it again in %.1f s", code, delay)
         print(f"[supervisor] worker exited with {code}; restart {restarts}", flush=True)
-        time.sleep(backoff_s)
+        time.sleep(delay)
+        delay = min(delay * 2, MAX_BACKOFF_S)

@@ -9,6 +9,7 @@ abort together.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -16,11 +17,12 @@ from typing import Any
 
 import faust
 import pydantic
-from faust.types import EventT
+from faust.types import EventT, RecordMetadata
 
 from streams.codec import AvroCodec
 from streams.errors import DcbError, InvalidRecordError
 from streams.kafka.faust_app import send_in_transaction
+from streams.kafka.faust_transport import DeliveryCheckedProducer
 from streams.kafka.topic_catalog import RECORD_TYPES, TopicRole, topic_name
 from streams.model.records import AvroRecord, DeadLetter, ErrorInfo
 from streams.settings import DcbSettings
@@ -48,6 +50,20 @@ class Processor:
                 schema=cls.schema_name,
             ) from exc
 
+    def step(self) -> asyncio.Lock:
+        """Hold while handling one record: no commit can cut a step in two.
+
+        faust commits on a timer, at any await of an agent; a commit in the middle of a
+        step would commit some of its outputs without its offset, and a crash then would
+        replay the step and write them again (seen as a duplicated event under kill -9).
+        Commits take the same lock (``faust_transport``), so they fall between steps;
+        faust acks the record as the loop moves on, before the next commit can start.
+        """
+        producer = self.app.producer
+        if not isinstance(producer, DeliveryCheckedProducer):
+            raise RuntimeError("agents need the app of make_app (whole-step commits)")
+        return producer.step_lock
+
     def topic(self, role: TopicRole) -> str:
         return topic_name(self.settings.topics, role)
 
@@ -62,14 +78,18 @@ class Processor:
 
     async def publish(
         self, source: EventT[Any], records: Iterable[tuple[TopicRole, str, AvroRecord]]
-    ) -> None:
+    ) -> list[asyncio.Future[RecordMetadata]]:
         """Send records (role, key, record), in order, inside the source partition's transaction.
 
-        Nothing waits for broker acknowledgements here: the transaction's commit does.
+        Nothing waits for broker acknowledgements here (the transaction's commit does);
+        a caller that needs an offset awaits the returned future.
         """
+        sent = []
         for role, key, record in records:
             value = self.codec.encode(record.schema_name, record.to_avro())
-            await send_in_transaction(self.app, source, self.topic(role), key.encode(), value)
+            topic = self.topic(role)
+            sent.append(await send_in_transaction(self.app, source, topic, key.encode(), value))
+        return sent
 
     async def dead_letter(
         self, source: EventT[Any], processor: str, exc: DcbError, service_id: str | None = None

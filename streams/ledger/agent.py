@@ -72,7 +72,6 @@ def register(proc: Processor) -> Any:
             for d in step.deliveries
             if not (lose and d.tag.startswith(FAULT_TAG_PREFIX))
         ]
-        out += [(TopicRole.EVENTS, service_id, e) for e in step.events]
         if step.certificate is not None:
             out.append((TopicRole.CERTIFICATES, service_id, step.certificate))
         out += [(TopicRole.COMMIT_RESULTS, r.attempt_id, r) for r in step.results]
@@ -103,33 +102,42 @@ def register(proc: Processor) -> Any:
         previous = CompletedAttempt.model_validate(done) if done is not None else None
         return ledger.register(record.commit, now, previous)
 
+    async def handle(event: EventT[Any]) -> None:
+        try:
+            record = proc.decode(event)
+        except CodecError as exc:
+            await proc.dead_letter(event, NAME, exc)
+            return
+        service_id = record.service_id  # type: ignore[attr-defined]
+        ledger = load(service_id)
+        before = set(ledger.state.attempts)
+        try:
+            step = run(ledger, record, datetime.now(UTC))
+        except DcbError as exc:
+            await proc.dead_letter(event, NAME, exc, service_id)
+            if isinstance(record, Command) and record.commit is not None:
+                answer = rejected(record, exc)
+                await proc.publish(event, [(TopicRole.COMMIT_RESULTS, answer.attempt_id, answer)])
+            return
+        if step.events:
+            # Events first, and their offsets: the certificate covers them.
+            events = [(TopicRole.EVENTS, service_id, e) for e in step.events]
+            last = await (await proc.publish(event, events))[-1]
+            ledger.events_written(last.partition, last.offset + 1)
+            if step.certificate is not None:
+                step.certificate = ledger.certificate(step.certificate.generated_at)
+        save(ledger, record, before)
+        for done_attempt in step.completed:
+            completed[f"{service_id}/{done_attempt.attempt_id}"] = done_attempt.model_dump(
+                mode="json"
+            )
+        await proc.publish(event, outputs(step, service_id))
+
     @app.agent(proc.source(TopicRole.COMMANDS, TopicRole.TAG_RESOLUTIONS), name=NAME)
     async def ledger_agent(stream: Any) -> None:
         event: EventT[Any]
         async for event in stream.events():
-            try:
-                record = proc.decode(event)
-            except CodecError as exc:
-                await proc.dead_letter(event, NAME, exc)
-                continue
-            service_id = record.service_id  # type: ignore[attr-defined]
-            ledger = load(service_id)
-            before = set(ledger.state.attempts)
-            try:
-                step = run(ledger, record, datetime.now(UTC))
-            except DcbError as exc:
-                await proc.dead_letter(event, NAME, exc, service_id)
-                if isinstance(record, Command) and record.commit is not None:
-                    answer = rejected(record, exc)
-                    await proc.publish(
-                        event, [(TopicRole.COMMIT_RESULTS, answer.attempt_id, answer)]
-                    )
-                continue
-            save(ledger, record, before)
-            for done_attempt in step.completed:
-                completed[f"{service_id}/{done_attempt.attempt_id}"] = done_attempt.model_dump(
-                    mode="json"
-                )
-            await proc.publish(event, outputs(step, service_id))
+            async with proc.step():
+                await handle(event)
 
     return ledgers

@@ -46,6 +46,7 @@ from streams.model.records import (
     CommitResult,
     CommittedEvent,
     ErrorInfo,
+    PartitionOffset,
     TagDelivery,
     TagResolution,
 )
@@ -451,8 +452,22 @@ class IssuanceLedger:
             closed_prefix_suid=s.closed_prefix,
             unresolved_count=s.unresolved_count,
             generated_at=now,
-            coverage=[],
+            coverage=self.coverage(),
         )
+
+    def coverage(self) -> list[PartitionOffset]:
+        """The dcb.events offsets below which every certified event of the service lies."""
+        s = self.state
+        if s.events_partition is None or s.events_end_offset is None:
+            return []
+        return [PartitionOffset(partition=s.events_partition, offset=s.events_end_offset)]
+
+    def events_written(self, partition: int, end_offset: int) -> None:
+        """Note where the events published so far end (known only after the broker's ack)."""
+        s = self.state
+        if s.events_partition == partition and (s.events_end_offset or 0) >= end_offset:
+            return
+        s.events_partition, s.events_end_offset = partition, end_offset
 
     # --- recovery --------------------------------------------------------------------
 

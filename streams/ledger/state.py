@@ -90,3 +90,7 @@ class LedgerState(_State):
     unresolved: dict[str, tuple[str, int]] = Field(default_factory=dict)
     unresolved_count: int = 0
     recovery_due_ms: int | None = None
+    # Where this service's committed events end on dcb.events (partition, next offset):
+    # the certificate's coverage. Set by the shell once the broker has the events.
+    events_partition: int | None = None
+    events_end_offset: int | None = None

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from streams.codec import AvroCodec
 from streams.demo.courses import define_courses, run_subscriptions
@@ -21,6 +22,7 @@ from streams.errors import (
     StaleFenceError,
     TooManyTagsError,
 )
+from streams.kafka import clients
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.model.records import (
     AppendCondition,
@@ -28,6 +30,7 @@ from streams.model.records import (
     Command,
     CommitAttempt,
     CommitResult,
+    CommittedEvent,
     DeadLetter,
     EventData,
     QueryItem,
@@ -134,6 +137,44 @@ def test_no_user_name_is_taken_twice_under_concurrent_writers(
     assert certificate.closed_prefix_suid >= log[-1].position
 
 
+def test_certificate_coverage_names_the_events_offsets_it_certifies(
+    worker: WorkerProcess, pipeline_settings: DcbSettings, codec: AvroCodec
+) -> None:
+    """Reading dcb.events up to the coverage offsets yields every certified event."""
+    settings = pipeline_settings
+    with DcbClient(service_id="covered", settings=settings) as client:
+        for i in range(3):
+            client.append([registered(f"c{i}")])
+        certificate = settled_certificate(client)
+        log = client.read()
+    (coverage,) = certificate.coverage
+    consumer = clients.consumer(settings.resolved_bootstrap_servers, f"cov-{uuid.uuid4()}")
+    topic = topic_name(settings.topics, TopicRole.EVENTS)
+    consumer.assign([TopicPartition(topic, coverage.partition, 0)])
+    below: list[str] = []
+    deadline = time.monotonic() + 60
+
+    def position() -> int:
+        return consumer.position([TopicPartition(topic, coverage.partition)])[0].offset or -1
+
+    try:
+        while position() < coverage.offset:
+            assert time.monotonic() < deadline, f"never reached offset {coverage.offset}"
+            message = consumer.poll(1.0)
+            if message is None or message.error() or (message.offset() or 0) >= coverage.offset:
+                continue
+            record = CommittedEvent.from_avro(
+                codec.decode(message.value(), CommittedEvent.schema_name).value
+            )
+            if record.service_id == "covered":
+                below.append(record.suid)
+    finally:
+        consumer.close()
+    assert certificate.closed_prefix_suid is not None
+    assert below == [e.position for e in log]
+    assert all(suid <= certificate.closed_prefix_suid for suid in below)
+
+
 def bad_command(
     attempt_id: str, events: list[EventData], condition: AppendCondition | None = None
 ) -> Command:
@@ -218,6 +259,7 @@ def test_kill_9_of_the_worker_under_load_loses_and_duplicates_nothing(
     worker: WorkerProcess, pipeline_settings: DcbSettings
 ) -> None:
     acknowledged: list[tuple[str, str]] = []
+    fenced: set[str] = set()  # in flight across the restart and fenced after the grace
     lock = threading.Lock()
     client = DcbClient(service_id="load", settings=pipeline_settings, timeout_s=120)
     per_writer = 12
@@ -225,7 +267,12 @@ def test_kill_9_of_the_worker_under_load_loses_and_duplicates_nothing(
     def writer(n: int) -> None:
         for i in range(per_writer):
             event = registered(f"w{n}-{i}", f"writer:{n}")
-            result = client.append([event])
+            try:
+                result = client.append([event])
+            except ReservationExpiredError:
+                with lock:
+                    fenced.add(event.event_id)
+                continue
             with lock:
                 acknowledged.append((event.event_id, result.suids[0]))
 
@@ -244,9 +291,10 @@ def test_kill_9_of_the_worker_under_load_loses_and_duplicates_nothing(
     finally:
         client.close()
     assert at_kill < 8 * per_writer, "the load ended before the kill; nothing was tested"
-    assert len(acknowledged) == 8 * per_writer
+    assert len(acknowledged) + len(fenced) == 8 * per_writer
     # Nothing lost, nothing duplicated: the log is exactly the acknowledged commits.
     assert sorted(acknowledged, key=lambda a: a[1]) == [(e.event.event_id, e.position) for e in log]
+    assert not fenced & {e.event.event_id for e in log}  # fenced means never written
     positions = [e.position for e in log]
     assert positions == sorted(set(positions))
 

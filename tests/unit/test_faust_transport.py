@@ -1,4 +1,5 @@
-"""A commit drains the table-write buffer and waits for every send of its transaction.
+"""A commit waits for the step in progress, drains the table-write buffer and waits for
+every send of its transaction.
 
 The aiokafka transaction producers and faust's buffer are replaced by recorders: this is
 the rule alone, with no broker. The integration tests prove the path on a real one.
@@ -47,6 +48,7 @@ def producer_with(tids: list[str]) -> tuple[DeliveryCheckedProducer, list[str]]:
         _trn_locks={t: asyncio.Lock() for t in tids},
         pending_sends={},
         drainable=SlowBuffer(log),
+        step_lock=asyncio.Lock(),
     )
     return producer, log
 
@@ -79,3 +81,22 @@ def test_a_failed_send_stops_its_transaction_commit_only() -> None:
     log = asyncio.run(scenario())
     assert not any(entry.startswith("bad:") for entry in log)
     assert log[-3:] == ["good:offsets", "good:commit", "good:begin"]
+
+
+def test_a_commit_waits_for_the_step_in_progress() -> None:
+    async def scenario() -> list[str]:
+        producer, log = producer_with(["a"])
+        async with producer.step_lock:  # an agent in the middle of a record
+            commit = asyncio.create_task(producer.commit_transactions({"a": {}}, "g"))
+            await asyncio.sleep(0.05)
+            log.append("step done")
+        await commit
+        return log
+
+    assert asyncio.run(scenario()) == [
+        "step done",
+        "table write sent",
+        "a:offsets",
+        "a:commit",
+        "a:begin",
+    ]

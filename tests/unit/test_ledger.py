@@ -103,6 +103,17 @@ def test_a_committed_attempt_is_published_answered_and_certified() -> None:
     assert ledger.state.attempts == {}
 
 
+def test_certificate_coverage_is_where_the_published_events_end_and_never_moves_back() -> None:
+    ledger, tags = new_ledger(), Tags()
+    done = run(ledger, tags, ledger.register(attempt("a1", event(1, "user:bob")), T0))
+    assert done.certificate is not None and done.certificate.coverage == []
+    ledger.events_written(partition=2, end_offset=41)
+    (covered,) = ledger.certificate(T0).coverage
+    assert (covered.partition, covered.offset) == (2, 41)
+    ledger.events_written(partition=2, end_offset=40)  # an older ack changes nothing
+    assert ledger.certificate(T0).coverage[0].offset == 41
+
+
 def test_replay_answers_the_same_and_divergent_replay_is_refused() -> None:
     ledger, tags = new_ledger(), Tags()
     first = ledger.register(attempt("a1", event(1, "user:bob")), T0)

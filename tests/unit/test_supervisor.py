@@ -1,5 +1,5 @@
-"""The worker supervisor: restarts on request or crash, not on a clean or usage exit, and
-its child never outlives it."""
+"""The worker supervisor: a child that ends on its own starts again, unless it was a usage
+error; and the child never outlives its supervisor."""
 
 from __future__ import annotations
 
@@ -10,29 +10,30 @@ import sys
 import time
 from pathlib import Path
 
-from streams.infra.supervisor import EXIT_RESTART, should_restart, supervise
+from streams.infra.supervisor import EXIT_RESTART, EXIT_USAGE, should_restart, supervise
 
 
 def test_which_exits_restart() -> None:
     assert should_restart(EXIT_RESTART)
     assert should_restart(-signal.SIGKILL)
-    assert not should_restart(0)
-    assert not should_restart(2)
+    assert should_restart(1)  # a faust app that crashed
+    assert should_restart(0)  # a worker never ends by itself
+    assert not should_restart(EXIT_USAGE)
 
 
 def child(script: str) -> list[str]:
     return [sys.executable, "-c", script]
 
 
-def test_a_child_asking_for_a_restart_runs_again(tmp_path: Path) -> None:
+def test_a_child_that_ends_on_its_own_runs_again(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     script = (
         f"import pathlib, sys; p = pathlib.Path({str(runs)!r}); "
         "n = len(p.read_text()) if p.exists() else 0; p.write_text('x' * (n + 1)); "
-        f"sys.exit({EXIT_RESTART} if n < 2 else 0)"
+        f"sys.exit([{EXIT_RESTART}, 1, 0, {EXIT_USAGE}][n])"
     )
-    assert supervise(child(script), backoff_s=0.01) == 0
-    assert runs.read_text() == "xxx"
+    assert supervise(child(script), backoff_s=0.01) == EXIT_USAGE
+    assert runs.read_text() == "xxxx"
 
 
 def test_a_usage_error_is_not_restarted(tmp_path: Path) -> None:
