@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from aiokafka.partitioner import murmur2
+
 from streams.model import records
 from streams.settings import TopicSettings
 
@@ -84,3 +86,10 @@ def topic_name(settings: TopicSettings, role: TopicRole) -> str:
 def delivery_key(service_id: str, tag: str) -> str:
     """The key of a tag delivery: one tag's deliveries share a partition, in order."""
     return f"{service_id}\x1f{tag}"
+
+
+def key_partition(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner (murmur2, as every producer here uses)
+    gives ``key``: so a reader can follow one service's partition only."""
+    hashed: int = murmur2(key)
+    return (hashed & 0x7FFFFFFF) % partitions

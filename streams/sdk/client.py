@@ -199,7 +199,9 @@ class DcbClient:
         """Certified events matching ``query`` (every event when empty), in SUID order."""
         with self._read_lock:
             if self._events_tail is None:
-                self._events_tail = TopicTail(self.bootstrap, self._topic(TopicRole.EVENTS))
+                self._events_tail = TopicTail(
+                    self.bootstrap, self._topic(TopicRole.EVENTS), key=self.service_id.encode()
+                )
 
         def fold(message: Message) -> None:
             record = CommittedEvent.from_avro(
@@ -224,7 +226,9 @@ class DcbClient:
         with self._read_lock:
             if self._certificates_tail is None:
                 topic = self._topic(TopicRole.CERTIFICATES)
-                self._certificates_tail = TopicTail(self.bootstrap, topic)
+                self._certificates_tail = TopicTail(
+                    self.bootstrap, topic, key=self.service_id.encode()
+                )
 
         def keep(message: Message) -> None:
             record = Certificate.from_avro(

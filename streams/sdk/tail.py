@@ -18,6 +18,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from streams.errors import DcbError, KafkaUnavailableError
 from streams.kafka import clients
+from streams.kafka.topic_catalog import key_partition
 
 
 class TailTimeoutError(DcbError):
@@ -27,9 +28,17 @@ class TailTimeoutError(DcbError):
 
 
 class TopicTail:
-    """A group-less ``read_committed`` consumer over every partition of one topic."""
+    """A group-less ``read_committed`` consumer over one topic: every partition, or only
+    the one a ``key`` lands in."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, *, from_end: bool = False) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        *,
+        from_end: bool = False,
+        key: bytes | None = None,
+    ) -> None:
         # EOF events say where the committed end is; a short fetch wait keeps reads fresh.
         overrides: dict[str, Any] = {"enable.partition.eof": True, "fetch.wait.max.ms": 10}
         self.consumer = clients.consumer(
@@ -37,6 +46,8 @@ class TopicTail:
         )
         metadata = self.consumer.list_topics(topic, timeout=10)
         partitions = sorted(metadata.topics[topic].partitions)
+        if key is not None:
+            partitions = [key_partition(key, len(partitions))]
         self.topic = topic
         self.partitions = partitions
         self.admin = clients.admin(bootstrap_servers)

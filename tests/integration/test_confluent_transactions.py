@@ -13,7 +13,7 @@ from streams.codec import AvroCodec
 from streams.errors import CodecError
 from streams.kafka import clients
 from streams.kafka.topic_admin import ensure_topics
-from streams.kafka.topic_catalog import RECORD_TYPES, topic_specs
+from streams.kafka.topic_catalog import RECORD_TYPES, key_partition, topic_specs
 from streams.model.records import CommitResult
 from streams.settings import DcbSettings
 from tests.integration.kafka_helpers import create_topic, produce_all, read_all
@@ -211,3 +211,18 @@ def test_wrong_schema_bytes_on_a_topic_give_typed_errors(
         except CodecError as exc:
             outcomes.append(exc.code)
     assert outcomes == ["malformed_record", "unknown_schema", "unexpected_schema", "a1"]
+
+
+def test_producers_put_a_key_where_key_partition_says(
+    settings: DcbSettings, topic_prefix: str
+) -> None:
+    """The SDK reads one service's partition only: the producers must agree on where it is."""
+    bootstrap = settings.resolved_bootstrap_servers
+    topic = f"{topic_prefix}keyed"
+    create_topic(bootstrap, topic, partitions=6)
+    keys = [f"service-{i}".encode() for i in range(40)]
+    produce_all(bootstrap, topic, [(key, b"x") for key in keys])
+    got = read_all(bootstrap, topic, expect_at_least=len(keys), settle_s=0.5)
+    assert sorted((m.key() or b"", m.partition()) for m in got) == sorted(
+        (key, key_partition(key, 6)) for key in keys
+    )

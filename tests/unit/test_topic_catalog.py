@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from streams.codec import SchemaCatalog
-from streams.kafka.topic_catalog import TopicRole, topic_specs
+from streams.kafka.topic_catalog import TopicRole, key_partition, topic_specs
 from streams.settings import TopicSettings
 
 
@@ -37,3 +37,19 @@ def test_every_topic_of_the_design_with_its_policy_and_schema() -> None:
     assert specs[TopicRole.TAG_DELIVERIES].partitions == 16
     catalog = SchemaCatalog()
     assert all(catalog.has(s.schema_name) for s in specs.values())
+
+
+# Kafka's own murmur2 test vectors (org.apache.kafka.common.utils.UtilsTest), as signed ints.
+MURMUR2 = {
+    "21": -973932308,
+    "foobar": -790332482,
+    "a-little-bit-long-string": -985981536,
+    "a-little-bit-longer-string": -1486304829,
+    "abc": 479470107,
+}
+
+
+def test_key_partition_is_kafkas_default_partitioner() -> None:
+    for key, signed in MURMUR2.items():
+        assert key_partition(key.encode(), 12) == (signed & 0x7FFFFFFF) % 12
+    assert {key_partition(f"svc-{i}".encode(), 6) for i in range(100)} == set(range(6))
