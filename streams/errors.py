@@ -216,6 +216,12 @@ class KafkaUnavailableError(DcbError):
     code = "kafka_unavailable"
 
 
+class AnswerTimeoutError(DcbError):
+    """No answer to an attempt in time: its outcome is unknown (a retry is a new attempt)."""
+
+    code = "answer_timeout"
+
+
 class ReservationExpiredError(DcbError):
     """The attempt was not decided within the grace window; the reconciler fenced it."""
 

@@ -79,13 +79,8 @@ def register(proc: Processor) -> Any:
 
     def rejected(command: Command, exc: DcbError) -> CommitResult:
         assert command.commit is not None
-        return CommitResult(
-            service_id=command.service_id,
-            attempt_id=command.commit.attempt_id,
-            outcome="REJECTED",
-            suids=[],
-            error=ErrorInfo.of(exc),
-            decided_at=datetime.now(UTC),
+        return CommitResult.rejected(
+            command.service_id, command.commit.attempt_id, ErrorInfo.of(exc), datetime.now(UTC)
         )
 
     def run(ledger: IssuanceLedger, record: AvroRecord, now: datetime) -> Step:

@@ -319,14 +319,7 @@ class IssuanceLedger:
         step.deliveries.extend(self._decision_deliveries(attempt, now))
         attempt.answered = True
         step.results.append(
-            CommitResult(
-                service_id=self.state.service_id,
-                attempt_id=attempt.attempt_id,
-                outcome="REJECTED",
-                suids=[],
-                error=attempt.rejection,
-                decided_at=now,
-            )
+            CommitResult.rejected(self.state.service_id, attempt.attempt_id, attempt.rejection, now)
         )
 
     def _decision_deliveries(self, attempt: AttemptState, now: datetime) -> list[TagDelivery]:

@@ -192,6 +192,19 @@ class CommitResult(AvroRecord):
     error: ErrorInfo | None = None
     decided_at: datetime
 
+    @classmethod
+    def rejected(
+        cls, service_id: str, attempt_id: str, error: ErrorInfo | None, at: datetime
+    ) -> CommitResult:
+        return cls(
+            service_id=service_id,
+            attempt_id=attempt_id,
+            outcome="REJECTED",
+            suids=[],
+            error=error,
+            decided_at=at,
+        )
+
 
 class DeadLetter(AvroRecord):
     schema_name: ClassVar[str] = "dcb.streams.DeadLetter"

@@ -38,19 +38,10 @@ from streams.model.records import (
 from streams.sdk import DcbClient
 from streams.settings import DcbSettings
 from tests.integration.kafka_helpers import produce_all, read_all
+from tests.integration.load import Writers, registered
 from tests.integration.workers import WorkerProcess
 
 pytestmark = pytest.mark.integration
-
-
-def registered(name: str, *extra_tags: str) -> EventData:
-    return EventData(
-        event_id=str(uuid.uuid4()),
-        event_type="UserRegistered",
-        payload=f'{{"name": "{name}"}}',
-        tags=[f"username:{name}", *extra_tags],
-        timestamp=datetime.now(UTC),
-    )
 
 
 def name_is_free(name: str, after: str | None = None) -> AppendCondition:
@@ -258,45 +249,16 @@ def test_fuzzed_bad_commands_go_to_dead_letters_whole_and_the_next_commit_is_ser
 def test_kill_9_of_the_worker_under_load_loses_and_duplicates_nothing(
     worker: WorkerProcess, pipeline_settings: DcbSettings
 ) -> None:
-    acknowledged: list[tuple[str, str]] = []
-    fenced: set[str] = set()  # in flight across the restart and fenced after the grace
-    lock = threading.Lock()
-    client = DcbClient(service_id="load", settings=pipeline_settings, timeout_s=120)
-    per_writer = 12
-
-    def writer(n: int) -> None:
-        for i in range(per_writer):
-            event = registered(f"w{n}-{i}", f"writer:{n}")
-            try:
-                result = client.append([event])
-            except ReservationExpiredError:
-                with lock:
-                    fenced.add(event.event_id)
-                continue
-            with lock:
-                acknowledged.append((event.event_id, result.suids[0]))
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    while len(acknowledged) < 20:
-        threading.Event().wait(0.1)
-    worker.kill()  # SIGKILL in the middle of the load: open transactions are never committed
-    at_kill = len(acknowledged)
-    worker.start()
-    for thread in threads:
-        thread.join(300)
-    try:
+    with DcbClient(service_id="load", settings=pipeline_settings, timeout_s=60) as client:
+        load = Writers([client], writers=8, per_writer=12)
+        at_kill = load.wait_for(20)
+        worker.kill()  # SIGKILL in the middle of the load: open transactions are never committed
+        worker.start()
+        load.join(300)
         log = client.read()
-    finally:
-        client.close()
-    assert at_kill < 8 * per_writer, "the load ended before the kill; nothing was tested"
-    assert len(acknowledged) + len(fenced) == 8 * per_writer
+    assert at_kill < load.total, "the load ended before the kill; nothing was tested"
     # Nothing lost, nothing duplicated: the log is exactly the acknowledged commits.
-    assert sorted(acknowledged, key=lambda a: a[1]) == [(e.event.event_id, e.position) for e in log]
-    assert not fenced & {e.event.event_id for e in log}  # fenced means never written
-    positions = [e.position for e in log]
-    assert positions == sorted(set(positions))
+    load.check_log("load", [(e.event.event_id, e.position) for e in log])
 
 
 def test_a_stale_writer_epoch_cannot_commit(
@@ -439,42 +401,17 @@ def test_two_worker_processes_share_partitions_and_survive_losing_one(
             assert time.monotonic() < deadline, (assigned_topics(a), assigned_topics(b))
             time.sleep(0.5)
         services = [f"shared-{i}" for i in range(12)]
-        acknowledged: dict[str, list[tuple[str, str]]] = {s: [] for s in services}
-        fenced: set[str] = set()
-        lock = threading.Lock()
-        with DcbClient(service_id=services[0], settings=pipeline_settings, timeout_s=120) as root:
+        with DcbClient(service_id=services[0], settings=pipeline_settings, timeout_s=60) as root:
             views = [root] + [root.for_service(s) for s in services[1:]]
-
-            def writer(n: int) -> None:
-                for i in range(16):
-                    client = views[(n * 5 + i) % len(views)]
-                    event = registered(f"w{n}-{i}", f"writer:{n}")
-                    try:
-                        result = client.append([event])
-                    except ReservationExpiredError:
-                        with lock:  # fenced while its partition moved: never committed
-                            fenced.add(event.event_id)
-                        continue
-                    with lock:
-                        acknowledged[client.service_id].append((event.event_id, result.suids[0]))
-
-            threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
-            for thread in threads:
-                thread.start()
-            while sum(len(v) for v in acknowledged.values()) < 24:
-                time.sleep(0.1)
+            load = Writers(views, writers=8, per_writer=16)
+            load.wait_for(24)
             a.kill()
-            for thread in threads:
-                thread.join(300)
-            logs = {s: view.read() for s, view in zip(services, views, strict=True)}
+            load.join(300)
+            logs = {view.service_id: view.read() for view in views}
             for view in views[1:]:
                 view.close()
-        assert sum(len(v) for v in acknowledged.values()) + len(fenced) == 8 * 16
-        for service in services:
-            log = logs[service]
-            expected = sorted(acknowledged[service], key=lambda x: x[1])
-            assert [(e.event.event_id, e.position) for e in log] == expected, service
-            assert not fenced & {e.event.event_id for e in log}
+        for service, log in logs.items():
+            load.check_log(service, [(e.event.event_id, e.position) for e in log])
         assert commands in assigned_topics(b)
     finally:
         a.stop()
