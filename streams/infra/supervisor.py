@@ -18,6 +18,7 @@ import logging
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from types import FrameType
@@ -35,13 +36,23 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
+def _kill_if_running(child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is None:
+        log.warning("worker did not stop in time; killing it")
+        child.kill()
+
+
 def should_restart(exit_code: int) -> bool:
     """Whether a child that ended on its own is started again: all but a usage error."""
     return exit_code != EXIT_USAGE
 
 
-def supervise(argv: Sequence[str], backoff_s: float = 1.0) -> int:
-    """Run ``argv`` until it exits for good; SIGTERM and SIGINT are passed on to it."""
+def supervise(argv: Sequence[str], backoff_s: float = 1.0, stop_deadline_s: float = 30.0) -> int:
+    """Run ``argv`` until it exits for good; SIGTERM and SIGINT are passed on to it.
+
+    A child still running ``stop_deadline_s`` after that is killed: faust's shutdown can
+    hang retrying a broker that is gone, and a stop must not.
+    """
     stopping = False
     child: subprocess.Popen[bytes] | None = None
 
@@ -50,6 +61,9 @@ def supervise(argv: Sequence[str], backoff_s: float = 1.0) -> int:
         stopping = True
         if child is not None and child.poll() is None:
             child.send_signal(signum)
+            timer = threading.Timer(stop_deadline_s, _kill_if_running, args=(child,))
+            timer.daemon = True
+            timer.start()
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)

@@ -74,3 +74,27 @@ def test_the_child_dies_with_a_killed_supervisor(tmp_path: Path) -> None:
             return
         assert time.monotonic() < deadline, "the child outlived its supervisor"
         time.sleep(0.05)
+
+
+def test_a_child_that_ignores_sigterm_is_killed_after_the_deadline(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    stubborn = tmp_path / "stubborn.py"
+    stubborn.write_text(
+        "import pathlib, signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"pathlib.Path({str(ready)!r}).write_text('x')\n"
+        "time.sleep(60)\n"
+    )
+    program = (
+        "import sys\nfrom streams.infra.supervisor import supervise\n"
+        f"sys.exit(supervise([sys.executable, {str(stubborn)!r}], stop_deadline_s=0.5) & 0xFF)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", program])
+    deadline = time.monotonic() + 20
+    while not ready.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    started = time.monotonic()
+    parent.terminate()
+    assert parent.wait(20) == (-signal.SIGKILL) & 0xFF  # the child was killed, and said so
+    assert time.monotonic() - started < 10
