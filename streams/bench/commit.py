@@ -156,7 +156,8 @@ def run_dcb(
     hops: HopBreakdown | None = None
     run_id = uuid.uuid4().hex[:6]
     with DcbClient(service_id=f"bench-{run_id}-0", settings=settings, timeout_s=60) as root:
-        views = [root] + [root.for_service(f"bench-{run_id}-{i}") for i in range(1, 100)]
+        services = max(plan.services)
+        views = [root] + [root.for_service(f"bench-{run_id}-{i}") for i in range(1, services)]
         for writers, tags, services in plan.scenarios():
             tracer = HopTracer(settings) if (writers, tags, services) == trace else None
             try:

@@ -43,22 +43,31 @@ def test_a_usage_error_is_not_restarted(tmp_path: Path) -> None:
     assert runs.read_text() == "x"
 
 
-def test_the_child_dies_with_a_killed_supervisor(tmp_path: Path) -> None:
+def supervised_child(
+    tmp_path: Path, child_body: str, **supervise_kwargs: float
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """A supervisor process over a child that writes its pid to a file, runs
+    ``child_body`` and sleeps; returned once the file is written."""
     pid_file = tmp_path / "child.pid"
-    sleeper = tmp_path / "sleeper.py"
-    sleeper.write_text(
-        f"import os, pathlib, time\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
-        "time.sleep(60)\n"
+    child = tmp_path / "child.py"
+    child.write_text(
+        f"import os, pathlib, signal, time\n{child_body}\n"
+        f"pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\ntime.sleep(60)\n"
     )
     program = (
         "import sys\nfrom streams.infra.supervisor import supervise\n"
-        f"supervise([sys.executable, {str(sleeper)!r}])\n"
+        f"sys.exit(supervise([sys.executable, {str(child)!r}], **{supervise_kwargs!r}) & 0xFF)\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", program])
     deadline = time.monotonic() + 20
     while not pid_file.exists() or not pid_file.read_text():
         assert time.monotonic() < deadline
         time.sleep(0.05)
+    return parent, pid_file
+
+
+def test_the_child_dies_with_a_killed_supervisor(tmp_path: Path) -> None:
+    parent, pid_file = supervised_child(tmp_path, "")
     child_pid = int(pid_file.read_text())
     parent.kill()
     parent.wait()
@@ -77,23 +86,8 @@ def test_the_child_dies_with_a_killed_supervisor(tmp_path: Path) -> None:
 
 
 def test_a_child_that_ignores_sigterm_is_killed_after_the_deadline(tmp_path: Path) -> None:
-    ready = tmp_path / "ready"
-    stubborn = tmp_path / "stubborn.py"
-    stubborn.write_text(
-        "import pathlib, signal, time\n"
-        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-        f"pathlib.Path({str(ready)!r}).write_text('x')\n"
-        "time.sleep(60)\n"
-    )
-    program = (
-        "import sys\nfrom streams.infra.supervisor import supervise\n"
-        f"sys.exit(supervise([sys.executable, {str(stubborn)!r}], stop_deadline_s=0.5) & 0xFF)\n"
-    )
-    parent = subprocess.Popen([sys.executable, "-c", program])
-    deadline = time.monotonic() + 20
-    while not ready.exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    ignore = "signal.signal(signal.SIGTERM, signal.SIG_IGN)"
+    parent, _ = supervised_child(tmp_path, ignore, stop_deadline_s=0.5)
     started = time.monotonic()
     parent.terminate()
     assert parent.wait(20) == (-signal.SIGKILL) & 0xFF  # the child was killed, and said so
