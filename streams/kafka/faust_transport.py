@@ -1,14 +1,16 @@
 """faust's aiokafka transport, changed where exactly-once had a hole and latency was lost.
 
-**A step's writes all land in the transaction that commits its offset.** Agents hold
-:attr:`DeliveryCheckedProducer.step_lock` while handling a record and a commit takes it
-too, so a commit never cuts a step in two (faust commits on a timer, at any await). faust queues
-table changelog writes in a buffer that a background task sends later; in
-``exactly_once`` mode nothing drains it before a commit, so a step's table write could
-miss the transaction that commits the step's offset and land in the next one. A crash
-between the two would restore state without that step while never reprocessing it.
-Here a commit first drains the buffer. Agents' own sends (``send_in_transaction``)
-happen inside the step.
+**A step's writes all land in the transaction that commits its offset.** faust commits
+on a timer, at any await of an agent. Agents run each record as a step of
+:class:`~streams.kafka.step_gate.StepGate`; a commit closes the gate *before* faust
+reads the acknowledged offsets, so no step is half done in what it commits (closing it
+later, as this module first did, let the step in progress put its outputs into the
+transaction while its offset went into the next one). faust queues table changelog
+writes in a buffer that a background task sends later; in ``exactly_once`` mode nothing
+drains it before a commit, so a step's table write could miss the transaction that
+commits the step's offset. Here a commit drains the buffer, takes the lock of each
+transaction it commits, and only then reopens the gate: steps run while the broker
+commits, and their sends to those transactions wait for the next one.
 
 **A commit waits for its sends.** Agents do not wait for each broker acknowledgement
 (a round trip per step capped the ledger at a few steps per second). aiokafka flushes
@@ -18,24 +20,42 @@ transactional send's future and, holding the transaction's lock (which sends als
 take), waits for them before committing; a failed send raises, the commit never
 happens and the next owner of the partition aborts the open transaction.
 
+**A fetch that straddles a seek is not delivered.** faust fetches in a consumer
+thread; a batch fetched there before a rebalance's seek can reach the event loop after
+the seek and after the flow resumed. faust delivered it, moved its read offset past the
+records the seek meant to re-read, then dropped those as already read, and its gap
+logic committed their offsets though no agent ever saw them. A command skipped so was
+never answered; a changelog record skipped so during recovery left the restored table
+without a write whose outputs were committed. The consumer thread now stamps each fetch
+and each seek on one clock, and the consumer discards from a batch exactly the
+partitions seeked after it was fetched: the seek put their position back, so they are
+fetched again. (Only those: a partition without a committed offset is not moved by
+``seek_to_committed``, and discarding its records would lose them — a first version of
+this fix did, and the two-worker test caught it.)
+
 **Latency.** The partitions' transactions commit concurrently, not in turn (faust's
 order made every hop wait for a dozen commits); aiokafka retries
 CONCURRENT_TRANSACTIONS after 5 ms rather than 100 ms. Each change was measured with
-``dcb bench commit``. (A 50 ms fetch wait instead of faust's 1.5 s halved the latency
-under load but made faust skip commands after a kill -9: records fetched while recovery
-holds the flow are dropped and their offsets later committed. Not done; see README.)
+``dcb bench commit``. The consumer asks the broker to hold an empty fetch for 50 ms
+rather than faust's 1.5 s, which a ``read_committed`` fetch often waited out in full while
+a transaction it needed committed (it had been reverted once: it made the stale-batch
+skip above frequent).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Mapping
-from typing import Any, ClassVar
+import itertools
+from collections.abc import Awaitable, Iterable, Mapping
+from typing import Any, ClassVar, cast
 
+from faust.transport.consumer import RecordMap
 from faust.transport.drivers import aiokafka as driver
 from faust.transport.producer import ProducerBuffer
 from faust.types import TP, FutureMessage, RecordMetadata
+
+from streams.kafka.step_gate import StepGate
 
 
 class DrainableBuffer(ProducerBuffer):
@@ -67,7 +87,7 @@ class DeliveryCheckedProducer(driver.Producer):
         self.buffer = buffer
         self.drainable = buffer
         self.pending_sends: dict[str, list[asyncio.Future[RecordMetadata]]] = {}
-        self.step_lock = asyncio.Lock()  # agents hold it per record; commits fall between
+        self.gate = StepGate()
 
     def _settings_default(self) -> Mapping[str, Any]:
         return {**super()._settings_default(), "retry_backoff_ms": 5}
@@ -107,14 +127,34 @@ class DeliveryCheckedProducer(driver.Producer):
         group_id: str,
         start_new_transaction: bool = True,
     ) -> None:
-        async with self.step_lock:
-            await self.drainable.drain()  # table writes of the steps being committed
-            await asyncio.gather(
+        """Commit each transaction with its offsets, concurrently.
+
+        Called with the gate closed (:meth:`CommitPathConsumer.force_commit`); reopens it
+        once every write of the committed steps is queued in its transaction and the
+        transactions are locked against the next steps' sends.
+        """
+        held: list[asyncio.Lock] = []
+        try:
+            await self.drainable.drain()
+            for tid in sorted(tid_to_offset_map):
+                lock = self._trn_locks.setdefault(tid, asyncio.Lock())
+                await lock.acquire()
+                held.append(lock)
+            self.gate.reopen()
+            outcomes = await asyncio.gather(
                 *(
                     self._commit_one(tid, offsets, group_id, start_new_transaction)
                     for tid, offsets in tid_to_offset_map.items()
-                )
+                ),
+                return_exceptions=True,  # no lock is released while a commit still runs
             )
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+        finally:
+            self.gate.reopen()
+            for lock in held:
+                lock.release()
 
     async def _commit_one(
         self,
@@ -123,19 +163,131 @@ class DeliveryCheckedProducer(driver.Producer):
         group_id: str,
         start_new_transaction: bool,
     ) -> None:
-        async with self._trn_locks[transactional_id]:
-            producer = self._transaction_producers.get(transactional_id)
-            if producer is None:
-                self.log.warning("Commit invoked for unknown transaction %s", transactional_id)
-                return
-            sends = self.pending_sends.pop(transactional_id, [])
-            if sends:
-                await asyncio.gather(*sends)  # the first failed send raises: no commit
-            await producer.send_offsets_to_transaction(offsets, group_id)
-            await producer.commit_transaction()
-            if start_new_transaction:
-                await producer.begin_transaction()
+        producer = self._transaction_producers.get(transactional_id)
+        if producer is None:
+            self.log.warning("Commit invoked for unknown transaction %s", transactional_id)
+            return
+        sends = self.pending_sends.pop(transactional_id, [])
+        if sends:
+            await asyncio.gather(*sends)  # the first failed send raises: no commit
+        await producer.send_offsets_to_transaction(offsets, group_id)
+        await producer.commit_transaction()
+        if start_new_transaction:
+            await producer.begin_transaction()
+
+
+FETCH_MAX_WAIT_MS = 50
+
+
+class StampedRecords(dict[TP, list[Any]]):
+    """A fetched batch, and when its consumer thread got it on the thread's seek clock."""
+
+    stamp: int
+
+
+def fresh_records(records: StampedRecords, seeked_at: Mapping[TP, int]) -> StampedRecords:
+    """The partitions of ``records`` not seeked since the batch was fetched."""
+    fresh = StampedRecords(
+        (tp, batch) for tp, batch in records.items() if seeked_at.get(tp, -1) < records.stamp
+    )
+    fresh.stamp = records.stamp
+    return fresh
+
+
+class CommitPathConsumerThread(driver.AIOKafkaConsumerThread):
+    """The aiokafka consumer's thread: short fetch waits; fetches and seeks on one clock.
+
+    A fetch is stamped the moment aiokafka hands its records over, and a seek the moment
+    it moves a position (no await in between either way), so the consumer can tell
+    which records a later seek made stale, and only those.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.clock = itertools.count()
+        self.seeked_at: dict[TP, int] = {}
+
+    def _mark_seeked(self, tps: Iterable[TP]) -> None:
+        stamp = next(self.clock)
+        for tp in tps:
+            self.seeked_at[tp] = stamp
+
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read by the fetcher made at start
+        return consumer
+
+    async def _fetch_records(
+        self,
+        consumer: Any,
+        active_partitions: set[TP],
+        timeout: float | None = None,
+        max_records: int | None = None,
+    ) -> StampedRecords:
+        fetched = await super()._fetch_records(
+            consumer, active_partitions, timeout=timeout, max_records=max_records
+        )
+        records = StampedRecords(fetched)
+        records.stamp = next(self.clock)
+        return records
+
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        return cast(
+            Mapping[TP, int],
+            await self.call_thread(self._seek_to_committed, self._ensure_consumer()),
+        )
+
+    async def _seek_to_committed(self, consumer: Any) -> dict[TP, int | None]:
+        """aiokafka's ``seek_to_committed``, its seeks made at one instant and stamped."""
+        committed = {tp: await consumer.committed(tp) for tp in consumer.assignment()}
+        moved = [tp for tp, offset in committed.items() if offset and offset > 0]
+        for tp in moved:  # aiokafka leaves a partition without a committed offset alone
+            consumer.seek(tp, committed[tp])
+        self._mark_seeked(moved)
+        return committed
+
+    async def _seek_wait(self, consumer: Any, partitions: Mapping[TP, int]) -> None:
+        self._mark_seeked(partitions)  # faust seeks them all before its first await
+        await super()._seek_wait(consumer, partitions)
+
+    def seek(self, partition: TP, offset: int) -> None:
+        super().seek(partition, offset)
+        self._mark_seeked([partition])
+
+
+class CommitPathConsumer(driver.Consumer):
+    """faust's aiokafka consumer: whole-step commits; no records fetched from before a seek."""
+
+    _thread: CommitPathConsumerThread
+
+    def _new_consumer_thread(self) -> CommitPathConsumerThread:
+        return CommitPathConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
+        producer = self.app.producer
+        if not isinstance(producer, DeliveryCheckedProducer):
+            raise RuntimeError("the commit path's consumer needs its producer (make_app)")
+        gate = producer.gate
+        await gate.close()  # before faust reads the acknowledged offsets
+        try:
+            committed: bool = await super().force_commit(
+                topics, start_new_transaction=start_new_transaction
+            )
+            return committed
+        finally:
+            gate.reopen()  # when nothing was committed; a commit reopened it earlier
+
+    async def _getmany(self, active_partitions: set[TP] | None, timeout: float) -> RecordMap:
+        records = await super()._getmany(active_partitions, timeout)
+        if not isinstance(records, StampedRecords):
+            return records  # nothing fetched (flow stopped)
+        fresh = fresh_records(records, self._thread.seeked_at)
+        stale = sum(len(batch) for tp, batch in records.items() if tp not in fresh)
+        if stale:
+            self.log.info("discarded %d records fetched before a seek; fetching them again", stale)
+        return fresh
 
 
 class CommitPathTransport(driver.Transport):
+    Consumer: ClassVar[Any] = CommitPathConsumer
     Producer: ClassVar[Any] = DeliveryCheckedProducer

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,19 +51,12 @@ class Processor:
                 schema=cls.schema_name,
             ) from exc
 
-    def step(self) -> asyncio.Lock:
-        """Hold while handling one record: no commit can cut a step in two.
-
-        faust commits on a timer, at any await of an agent; a commit in the middle of a
-        step would commit some of its outputs without its offset, and a crash then would
-        replay the step and write them again (seen as a duplicated event under kill -9).
-        Commits take the same lock (``faust_transport``), so they fall between steps;
-        faust acks the record as the loop moves on, before the next commit can start.
-        """
+    def step(self) -> AbstractAsyncContextManager[None]:
+        """Run one record as a step: no commit can cut it in two (``step_gate``)."""
         producer = self.app.producer
         if not isinstance(producer, DeliveryCheckedProducer):
             raise RuntimeError("agents need the app of make_app (whole-step commits)")
-        return producer.step_lock
+        return producer.gate.step()
 
     def topic(self, role: TopicRole) -> str:
         return topic_name(self.settings.topics, role)

@@ -93,7 +93,7 @@ class CommitChannel:
             self.send(command)
             return future.result(timeout=timeout_s)
         except TimeoutError as exc:
-            raise errors.DcbError(
+            raise errors.AnswerTimeoutError(
                 f"no answer to attempt {attempt_id} within {timeout_s} s (is a worker running?)",
                 attempt_id=attempt_id,
             ) from exc

@@ -17,6 +17,7 @@ from confluent_kafka import TopicPartition
 from streams.codec import AvroCodec
 from streams.demo.courses import define_courses, run_subscriptions
 from streams.errors import (
+    AnswerTimeoutError,
     AppendConditionFailed,
     ReservationExpiredError,
     StaleFenceError,
@@ -259,6 +260,13 @@ def test_kill_9_of_the_worker_under_load_loses_and_duplicates_nothing(
     assert at_kill < load.total, "the load ended before the kill; nothing was tested"
     # Nothing lost, nothing duplicated: the log is exactly the acknowledged commits.
     load.check_log("load", [(e.event.event_id, e.position) for e in log])
+
+
+def test_an_attempt_nobody_answers_raises_answer_timeout(pipeline_settings: DcbSettings) -> None:
+    client = DcbClient(service_id="alone", settings=pipeline_settings, timeout_s=2)
+    with client, pytest.raises(AnswerTimeoutError) as info:
+        client.append([registered("nobody")])  # no worker runs
+    assert info.value.code == "answer_timeout"
 
 
 def test_a_stale_writer_epoch_cannot_commit(

@@ -1,18 +1,31 @@
 """A commit waits for the step in progress, drains the table-write buffer and waits for
-every send of its transaction.
+every send of its transaction; a fetch that straddles a seek delivers nothing of the
+partitions seeked.
 
-The aiokafka transaction producers and faust's buffer are replaced by recorders: this is
+The aiokafka transaction producers, faust's buffer and its consumer thread are replaced
+by recorders: this is
 the rule alone, with no broker. The integration tests prove the path on a real one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from faust.transport.drivers import aiokafka as driver
+from faust.types import TP
 
-from streams.kafka.faust_transport import DeliveryCheckedProducer
+from streams.kafka.faust_transport import (
+    CommitPathConsumer,
+    CommitPathConsumerThread,
+    DeliveryCheckedProducer,
+    fresh_records,
+)
+from streams.kafka.step_gate import StepGate
 
 
 class RecordingTransactionProducer:
@@ -23,6 +36,7 @@ class RecordingTransactionProducer:
         self.log.append(f"{self.tid}:offsets")
 
     async def commit_transaction(self) -> None:
+        await asyncio.sleep(0.02)  # a broker round trip
         self.log.append(f"{self.tid}:commit")
 
     async def begin_transaction(self) -> None:
@@ -48,7 +62,7 @@ def producer_with(tids: list[str]) -> tuple[DeliveryCheckedProducer, list[str]]:
         _trn_locks={t: asyncio.Lock() for t in tids},
         pending_sends={},
         drainable=SlowBuffer(log),
-        step_lock=asyncio.Lock(),
+        gate=StepGate(),
     )
     return producer, log
 
@@ -83,20 +97,160 @@ def test_a_failed_send_stops_its_transaction_commit_only() -> None:
     assert log[-3:] == ["good:offsets", "good:commit", "good:begin"]
 
 
-def test_a_commit_waits_for_the_step_in_progress() -> None:
+def test_steps_run_while_the_broker_commits_and_send_into_the_next_transaction() -> None:
     async def scenario() -> list[str]:
         producer, log = producer_with(["a"])
-        async with producer.step_lock:  # an agent in the middle of a record
-            commit = asyncio.create_task(producer.commit_transactions({"a": {}}, "g"))
-            await asyncio.sleep(0.05)
-            log.append("step done")
-        await commit
+        await producer.gate.close()  # as the consumer's force_commit does
+        commit = asyncio.create_task(producer.commit_transactions({"a": {}}, "g"))
+
+        async def step() -> None:
+            async with producer.gate.step():
+                log.append("step ran")
+                async with producer._trn_locks["a"]:  # faust's send takes it
+                    log.append("step sent")
+
+        stepping = asyncio.create_task(step())
+        await asyncio.gather(commit, stepping)
         return log
 
-    assert asyncio.run(scenario()) == [
-        "step done",
-        "table write sent",
-        "a:offsets",
-        "a:commit",
-        "a:begin",
-    ]
+    log = asyncio.run(scenario())
+    assert log.index("table write sent") < log.index("step ran")  # the gate held it back
+    assert log.index("step ran") < log.index("a:commit")  # ran during the broker's commit
+    assert log.index("a:begin") < log.index("step sent")  # and sent into the next one
+
+
+def test_a_failed_commit_reopens_the_gate_and_releases_every_transaction() -> None:
+    async def scenario() -> StepGate:
+        producer, _ = producer_with(["bad", "good"])
+        failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        failed.set_exception(RuntimeError("fenced"))
+        producer.pending_sends["bad"] = [failed]
+        await producer.gate.close()
+        with pytest.raises(RuntimeError, match="fenced"):
+            await producer.commit_transactions({"bad": {}, "good": {}}, "g")
+        assert not any(lock.locked() for lock in producer._trn_locks.values())
+        return producer.gate
+
+    assert not asyncio.run(scenario()).closed
+
+
+def test_a_commit_closes_the_gate_before_faust_reads_the_acknowledged_offsets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log: list[str] = []
+
+    async def faust_force_commit(self: Any, topics: Any, start_new_transaction: bool) -> bool:
+        log.append("offsets read")
+        return True
+
+    monkeypatch.setattr(driver.Consumer, "force_commit", faust_force_commit)
+
+    async def scenario() -> bool:
+        producer, _ = producer_with([])
+        consumer = CommitPathConsumer.__new__(CommitPathConsumer)
+        consumer.__dict__["app"] = SimpleNamespace(producer=producer)
+
+        async def step() -> None:
+            async with producer.gate.step():
+                await asyncio.sleep(0.02)
+                log.append("step done")
+
+        stepping = asyncio.create_task(step())
+        await asyncio.sleep(0)
+        await consumer.force_commit()
+        await stepping
+        return producer.gate.closed
+
+    assert asyncio.run(scenario()) is False  # reopened after a commit with nothing to do
+    assert log == ["step done", "offsets read"]
+
+
+class FakeAiokafka:
+    """aiokafka's consumer as the consumer thread sees it: a fetch the test completes."""
+
+    def __init__(self, batch: dict[Any, list[int]], committed: dict[Any, int | None]) -> None:
+        self.batch, self.committed_offsets = batch, committed
+        self.release = asyncio.Event()
+        self.seeks: list[tuple[Any, int]] = []
+        self._closed = False
+        self._fetcher = self
+        self._subscriptions = SimpleNamespace(fetch_context=contextlib.nullcontext)
+
+    async def fetched_records(self, partitions: Any, timeout: Any, max_records: Any) -> Any:
+        await self.release.wait()
+        return dict(self.batch)
+
+    async def committed(self, tp: Any) -> int | None:
+        await asyncio.sleep(0)
+        return self.committed_offsets[tp]
+
+    def assignment(self) -> set[Any]:
+        return set(self.committed_offsets)
+
+    def seek(self, tp: Any, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+    async def position(self, tp: Any) -> int:
+        return 0
+
+
+A, B = TP("commands", 0), TP("commands", 1)
+BATCH = {A: [10, 11], B: [20]}
+
+
+def thread_for(kafka: FakeAiokafka) -> CommitPathConsumerThread:
+    thread = CommitPathConsumerThread.__new__(CommitPathConsumerThread)
+    thread.__dict__.update(
+        consumer=SimpleNamespace(flow_active=True, _read_offset={}),
+        app=SimpleNamespace(conf=SimpleNamespace(broker_request_timeout=1.0)),
+        log=SimpleNamespace(dev=lambda *args: None),
+        clock=itertools.count(),
+        seeked_at={},
+    )
+    return thread
+
+
+def fetch_then(kafka: FakeAiokafka, after_fetch: Any, before_fetch: Any = None) -> Any:
+    """What the consumer delivers of a fetch, seeks happening before or after it returns."""
+
+    async def scenario() -> Any:
+        thread = thread_for(kafka)
+        fetch = asyncio.create_task(thread._fetch_records(kafka, {A, B}))
+        await asyncio.sleep(0)
+        if before_fetch:
+            await before_fetch(thread)
+        kafka.release.set()
+        records = await fetch
+        if after_fetch:
+            await after_fetch(thread)  # the batch is on its way to the event loop
+        return dict(fresh_records(records, thread.seeked_at))
+
+    return asyncio.run(scenario())
+
+
+def test_a_partition_seeked_after_its_fetch_is_not_delivered_one_left_alone_is() -> None:
+    kafka = FakeAiokafka(BATCH, committed={A: 5, B: None})
+
+    async def rebalance_seek(thread: CommitPathConsumerThread) -> None:
+        await thread._seek_to_committed(kafka)
+
+    assert fetch_then(kafka, rebalance_seek) == {B: [20]}  # B had no offset: not moved
+    assert kafka.seeks == [(A, 5)]
+
+
+def test_a_recovery_seek_after_the_fetch_discards_the_partitions_it_names() -> None:
+    kafka = FakeAiokafka(BATCH, committed={A: 5, B: 7})
+
+    async def recovery_seek(thread: CommitPathConsumerThread) -> None:
+        await thread._seek_wait(kafka, {B: 3})
+
+    assert fetch_then(kafka, recovery_seek) == {A: [10, 11]}
+
+
+def test_a_seek_before_the_fetch_returned_leaves_the_batch_whole() -> None:
+    kafka = FakeAiokafka(BATCH, committed={A: 5, B: 7})
+
+    async def rebalance_seek(thread: CommitPathConsumerThread) -> None:
+        await thread._seek_to_committed(kafka)
+
+    assert fetch_then(kafka, None, before_fetch=rebalance_seek) == BATCH

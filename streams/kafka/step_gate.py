@@ -1,0 +1,59 @@
+"""The gate between agents' steps and the commits of their transactions.
+
+A commit must not cut a step in two: a step whose outputs entered transaction T while
+its source offset went into T+1 would be replayed after a crash between the two, and
+write its outputs again. So a commit *closes* the gate: no new step starts, and the
+commit waits for the running ones. It holds the gate only while it fixes what it
+commits (the offsets, the queued table writes, the transaction locks), not while the
+broker commits: steps run meanwhile, and a step's send to a transaction being committed
+waits for its lock, so it lands in the next transaction with the step's offset.
+
+Steps of different agents run together (they touch different partitions and tables);
+a waiting commit holds new steps back, so a busy agent cannot starve it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+
+class StepGate:
+    def __init__(self) -> None:
+        self._running = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._open = asyncio.Event()
+        self._open.set()
+
+    @asynccontextmanager
+    async def step(self) -> AsyncIterator[None]:
+        while not self._open.is_set():
+            await self._open.wait()
+        self._running += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._running -= 1
+            if not self._running:
+                self._idle.set()
+
+    async def close(self) -> None:
+        """Hold new steps back and wait for the running ones (one commit at a time)."""
+        if not self._open.is_set():
+            raise RuntimeError("the step gate is already closed: one commit at a time")
+        self._open.clear()
+        try:
+            await self._idle.wait()
+        except BaseException:
+            self._open.set()
+            raise
+
+    def reopen(self) -> None:
+        self._open.set()
+
+    @property
+    def closed(self) -> bool:
+        return not self._open.is_set()
