@@ -59,7 +59,7 @@ class CommitBenchReport(BaseModel):
     raw: list[ScenarioResult]
     dcb: list[ScenarioResult]
     ratios: dict[str, float | None]
-    hops: HopBreakdown | None
+    hops: list[HopBreakdown]
 
 
 def bench_event(rng: random.Random, tags: int) -> EventData:
@@ -148,23 +148,24 @@ def run_dcb(
     settings: DcbSettings,
     plan: BenchPlan,
     tick: Callable[[float], None],
-    trace: tuple[int, int, int] = (8, 1, 1),
-) -> tuple[list[ScenarioResult], HopBreakdown | None]:
-    """Every scenario of ``plan`` through the SDK; hops traced in the ``trace`` scenario
-    (writers, tags, services)."""
+    trace: tuple[tuple[int, int, int], ...] = ((8, 1, 1), (8, 3, 1)),
+) -> tuple[list[ScenarioResult], list[HopBreakdown]]:
+    """Every scenario of ``plan`` through the SDK; hops traced in the ``trace`` scenarios
+    (writers, tags, services): one tag takes the one-phase path, three the two-phase one."""
     results: list[ScenarioResult] = []
-    hops: HopBreakdown | None = None
+    hops: list[HopBreakdown] = []
     run_id = uuid.uuid4().hex[:6]
     with DcbClient(service_id=f"bench-{run_id}-0", settings=settings, timeout_s=60) as root:
         services = max(plan.services)
         views = [root] + [root.for_service(f"bench-{run_id}-{i}") for i in range(1, services)]
         for writers, tags, services in plan.scenarios():
-            tracer = HopTracer(settings) if (writers, tags, services) == trace else None
+            tracer = HopTracer(settings) if (writers, tags, services) in trace else None
             try:
                 results.append(_dcb_scenario(views, writers, tags, services, plan, tick, tracer))
             finally:
                 if tracer is not None:
-                    hops = tracer.breakdown()
+                    label = f"{writers} writers, {tags} tags, {services} services"
+                    hops.append(tracer.breakdown(label))
                     tracer.close()
     return results, hops
 

@@ -22,16 +22,29 @@ from streams.model.records import CommitResult, TagDelivery, TagResolution
 from streams.sdk.tail import TopicTail
 from streams.settings import DcbSettings
 
-# The marks of one commit in order; each hop runs from one mark to the next.
-MARKS = ("sent", "PREPARE", "PREPARED", "INSTALL", "INSTALLED_AND_COVERED", "answered", "received")
-HOPS = (
-    "SDK -> ledger: command in, PREPARE deliveries out",
-    "ledger commit -> tag: PREPARE checked, vote out",
-    "tag commit -> ledger: votes in, INSTALL decision out",
-    "ledger commit -> tag: installed, evidence out",
-    "tag commit -> ledger: evidence in, events + answer out",
-    "ledger commit -> SDK: answer read",
-)
+# The marks of one commit in order, per path; each hop runs from one mark to the next.
+PATHS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "two-phase": (
+        ("sent", "PREPARE", "PREPARED", "INSTALL", "INSTALLED_AND_COVERED", "answered", "received"),
+        (
+            "SDK -> ledger: command in, PREPARE deliveries out",
+            "ledger commit -> tag: PREPARE checked, vote out",
+            "tag commit -> ledger: votes in, INSTALL decision out",
+            "ledger commit -> tag: installed, evidence out",
+            "tag commit -> ledger: evidence in, events + answer out",
+            "ledger commit -> SDK: answer read",
+        ),
+    ),
+    "one-phase": (
+        ("sent", "PREPARE", "INSTALLED_AND_COVERED", "answered", "received"),
+        (
+            "SDK -> ledger: command in, PREPARE (sole target) out",
+            "ledger commit -> tag: checked and installed, evidence out",
+            "tag commit -> ledger: evidence in, events + answer out",
+            "ledger commit -> SDK: answer read",
+        ),
+    ),
+}
 
 
 class Hop(BaseModel):
@@ -41,8 +54,29 @@ class Hop(BaseModel):
 
 
 class HopBreakdown(BaseModel):
+    scenario: str
+    path: str
     attempts: int
     hops: list[Hop]
+
+
+def breakdown(marks: list[dict[str, float]], scenario: str) -> HopBreakdown:
+    """The hops of the path most attempts took (attempts with marks of neither are left out)."""
+    complete = {
+        path: [m for m in marks if set(m) == set(order)] for path, (order, _) in PATHS.items()
+    }
+    path = max(complete, key=lambda p: len(complete[p]))
+    order, names = PATHS[path]
+    spans = [[m[b] - m[a] for m in complete[path]] for a, b in itertools.pairwise(order)]
+    return HopBreakdown(
+        scenario=scenario,
+        path=path,
+        attempts=len(complete[path]),
+        hops=[
+            Hop(name=name, p50_ms=percentile(s, 50), p99_ms=percentile(s, 99))
+            for name, s in zip(names, spans, strict=True)
+        ],
+    )
 
 
 class HopTracer:
@@ -95,17 +129,10 @@ class HopTracer:
         self._mark(attempt_id, "sent", sent.timestamp() * 1000)
         self._mark(attempt_id, "received", received.timestamp() * 1000)
 
-    def breakdown(self) -> HopBreakdown:
+    def breakdown(self, scenario: str) -> HopBreakdown:
         with self._lock:
-            complete = [m for m in self.marks.values() if all(k in m for k in MARKS)]
-        spans = [[m[b] - m[a] for m in complete] for a, b in itertools.pairwise(MARKS)]
-        return HopBreakdown(
-            attempts=len(complete),
-            hops=[
-                Hop(name=name, p50_ms=percentile(s, 50), p99_ms=percentile(s, 99))
-                for name, s in zip(HOPS, spans, strict=True)
-            ],
-        )
+            marks = list(self.marks.values())
+        return breakdown(marks, scenario)
 
     def close(self) -> None:
         self._closed.set()

@@ -119,9 +119,9 @@ def _print(report: CommitBenchReport, written: list[Path]) -> None:
             f"{ratio:.0%}" if ratio is not None else "",
         )
     console.print(table)
-    if report.hops is not None:
-        hops = Table("hop (8 writers, 1 tag, 1 service)", "p50 ms", "p99 ms")
-        for hop in report.hops.hops:
+    for breakdown in report.hops:
+        hops = Table(f"hop ({breakdown.scenario}: {breakdown.path})", "p50 ms", "p99 ms")
+        for hop in breakdown.hops:
             hops.add_row(hop.name, f"{hop.p50_ms:.0f}", f"{hop.p99_ms:.0f}")
         console.print(hops)
     console.print("written: " + ", ".join(str(p) for p in written))

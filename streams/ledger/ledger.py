@@ -7,6 +7,12 @@ An attempt is decided as a whole: every target of every candidate votes PREPARED
 and the ledger decides *install*, or one target votes REJECTED (or the grace window
 passes undecided) and the ledger decides *fence*. A decision is final, so a
 candidate is never installed in one tag and fenced in another.
+
+An attempt with a single target in all (one event, one tag, no other guard tag) skips
+the vote (one-phase commit): its tag installs at once when the check passes, and the
+ledger takes the decision from the tag's terminal evidence. Past the grace window the
+ledger cannot fence such an attempt by itself (the tag may have installed it already);
+it asks the tag to fence and adopts whichever evidence comes back.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ from streams.model.records import (
 )
 from streams.model.suid import issue_suids
 from streams.model.tags import canonical_tags
-from streams.reconcile.decision import plan_target
+from streams.reconcile.decision import backoff_ms, plan_target
 
 MAX_EVENTS_PER_ATTEMPT = 256
 DEFAULT_GRACE_MS = 10_000
@@ -69,6 +75,14 @@ class Step:
     results: list[CommitResult] = field(default_factory=list)
     completed: list[CompletedAttempt] = field(default_factory=list)
     certificate: Certificate | None = None
+
+
+def _expired() -> ErrorInfo:
+    return ErrorInfo.of(
+        ReservationExpiredError(
+            "the attempt was not decided within the grace window and was fenced"
+        )
+    )
 
 
 def _ms(at: datetime) -> int:
@@ -201,6 +215,7 @@ class IssuanceLedger:
             candidates=candidates,
             issued_at_ms=now_ms,
         )
+        state.one_phase = len(candidates) == 1 and len(candidates[0].targets) == 1
         s.attempts[attempt.attempt_id] = state
         due = now_ms + self.grace_ms
         if s.recovery_due_ms is None or s.recovery_due_ms > due:
@@ -256,6 +271,8 @@ class IssuanceLedger:
         if target.status in ("installed", "fenced"):
             return step
         installed = resolution.status == "INSTALLED_AND_COVERED"
+        if attempt.one_phase and attempt.decision is None:
+            self._adopt(attempt, installed)
         consistent = (
             attempt.decision == "install" and bool(resolution.obligation_digest)
             if installed
@@ -306,24 +323,35 @@ class IssuanceLedger:
             attempt.decision = "install"
             step.deliveries.extend(self._decision_deliveries(attempt, now))
 
+    @staticmethod
+    def _adopt(attempt: AttemptState, installed: bool) -> None:
+        """Take a one-phase attempt's decision from its tag's terminal evidence."""
+        attempt.decision = "install" if installed else "fence"
+        if not installed and attempt.rejection is None:
+            attempt.rejection = _expired()
+
     def _fence(self, attempt: AttemptState, now: datetime, step: Step) -> None:
         self.state.fence_epoch += 1
         attempt.decision = "fence"
         attempt.fence_epoch = self.state.fence_epoch
         if attempt.rejection is None:
-            attempt.rejection = ErrorInfo.of(
-                ReservationExpiredError(
-                    "the attempt was not decided within the grace window and was fenced"
-                )
-            )
+            attempt.rejection = _expired()
         step.deliveries.extend(self._decision_deliveries(attempt, now))
         attempt.answered = True
         step.results.append(
             CommitResult.rejected(self.state.service_id, attempt.attempt_id, attempt.rejection, now)
         )
 
-    def _decision_deliveries(self, attempt: AttemptState, now: datetime) -> list[TagDelivery]:
-        action: DeliveryAction = "INSTALL" if attempt.decision == "install" else "FENCE"
+    def _ask_to_fence(self, attempt: AttemptState, now: datetime, step: Step) -> None:
+        """Past the grace, a one-phase attempt's tag is asked to fence; it answers either way."""
+        self.state.fence_epoch += 1
+        attempt.fence_epoch = self.state.fence_epoch
+        step.deliveries.extend(self._decision_deliveries(attempt, now, "FENCE"))
+
+    def _decision_deliveries(
+        self, attempt: AttemptState, now: datetime, action: DeliveryAction | None = None
+    ) -> list[TagDelivery]:
+        action = action or ("INSTALL" if attempt.decision == "install" else "FENCE")
         out = []
         for candidate in attempt.candidates:
             for tag, target in candidate.targets.items():
@@ -354,6 +382,7 @@ class IssuanceLedger:
             fence_epoch=attempt.fence_epoch if action == "FENCE" else None,
             condition=attempt.condition if action == "PREPARE" else None,
             event=candidate.event if action == "PREPARE" else None,
+            sole_target=attempt.one_phase and action == "PREPARE",
             sent_at=now,
         )
 
@@ -472,24 +501,27 @@ class IssuanceLedger:
         next_due: int | None = None
         for attempt in list(s.attempts.values()):
             due = attempt.issued_at_ms + self.grace_ms
-            if attempt.decision is None and (skip_grace or due <= now_ms):
-                self._fence(attempt, now, step)
+            asked = attempt.fence_epoch is not None  # a one-phase attempt asked to fence
+            if attempt.decision is None and not asked and (skip_grace or due <= now_ms):
+                if attempt.one_phase:
+                    self._ask_to_fence(attempt, now, step)
+                    retry = now_ms + backoff_ms(1, self.grace_ms)
+                    next_due = min(next_due or retry, retry)
+                else:
+                    self._fence(attempt, now, step)
                 continue
+            decision = attempt.decision or ("fence" if attempt.fence_epoch is not None else None)
             for candidate in attempt.candidates:
                 for tag, target in candidate.targets.items():
-                    action = plan_target(
-                        target, attempt.decision, now_ms, self.grace_ms, skip_grace
-                    )
+                    action = plan_target(target, decision, now_ms, self.grace_ms, skip_grace)
                     if action.resend:
                         target.sends += 1
                         target.last_sent_ms = now_ms
-                        kind: DeliveryAction = (
-                            "INSTALL" if attempt.decision == "install" else "FENCE"
-                        )
+                        kind: DeliveryAction = "INSTALL" if decision == "install" else "FENCE"
                         step.deliveries.append(self._delivery(attempt, candidate, tag, kind, now))
                     if action.look_again_at_ms is not None:
                         next_due = min(next_due or action.look_again_at_ms, action.look_again_at_ms)
-            if attempt.decision is None:
+            if decision is None:
                 next_due = min(next_due or due, due)
         s.recovery_due_ms = next_due
         return step

@@ -63,6 +63,9 @@ class AttemptState(_State):
     candidates: list[Candidate]
     issued_at_ms: int
     decision: Decision | None = None
+    # One target in all: its tag decides alone (one-phase commit); the ledger learns the
+    # decision from the tag's terminal evidence, and past the grace only asks to fence.
+    one_phase: bool = False
     fence_epoch: int | None = None
     rejection: ErrorInfo | None = None
     answered: bool = False

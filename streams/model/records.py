@@ -140,6 +140,7 @@ class TagDelivery(TargetRecord):
     fence_epoch: int | None = None
     condition: AppendCondition | None = None
     event: EventData | None = None
+    sole_target: bool = False
     sent_at: datetime
 
 

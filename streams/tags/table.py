@@ -75,10 +75,15 @@ class TagTable:
             )
         if delivery.action == "PREPARE":
             return self._prepare(delivery, now)
-        reservation = s.reservations.pop(delivery.suid, None)
         if delivery.action == "FENCE":
+            s.reservations.pop(delivery.suid, None)
             s.tombstones[delivery.suid] = delivery.fence_epoch or 0
             return self._answer(delivery, now, "ABSENT_AND_IRREVOCABLY_FENCED")
+        return self._install(delivery, now)
+
+    def _install(self, delivery: TagDelivery, now: datetime) -> TagResolution:
+        s = self.state
+        reservation = s.reservations.pop(delivery.suid, None)
         if reservation is None:
             raise TagProtocolError(
                 f"INSTALL of {delivery.suid} at {s.tag} without a reservation",
@@ -128,6 +133,8 @@ class TagTable:
             obligation_digest=obligation_digest(event),
             check_only=s.tag not in event.tags,
         )
+        if delivery.sole_target:  # nobody else votes: the check is the decision
+            return self._install(delivery, now)
         return self._answer(delivery, now, "PREPARED")
 
     def _conflict(self, delivery: TagDelivery) -> InstalledEvent | None:

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.bench.commit import BenchPlan
+from streams.bench.hops import breakdown
 from streams.bench.load import closed_loop
 from streams.bench.stats import Measurement, ScenarioResult, percentile, ratio_to_baseline
 
@@ -60,3 +61,17 @@ def test_closed_loop_counts_only_the_window() -> None:
     assert m.failed > 0
     assert all(x >= 10 for x in m.latencies_ms)
     assert m.per_second == pytest.approx(m.completed / 0.5)
+
+
+def test_hop_breakdown_follows_the_path_most_attempts_took() -> None:
+    one = {"sent": 0, "PREPARE": 10, "INSTALLED_AND_COVERED": 40, "answered": 70, "received": 75}
+    two = {**one, "PREPARED": 20, "INSTALL": 30}
+    unfinished = {"sent": 0, "PREPARE": 10}
+    mostly_one = breakdown([one, one, two, unfinished], "8 writers")
+    assert (mostly_one.path, mostly_one.attempts) == ("one-phase", 2)
+    assert [h.p50_ms for h in mostly_one.hops] == [10, 30, 30, 5]
+    mostly_two = breakdown([two, two, one], "8 writers")
+    assert (mostly_two.path, [h.p50_ms for h in mostly_two.hops]) == (
+        "two-phase",
+        [10, 10, 10, 10, 30, 5],
+    )

@@ -1,6 +1,7 @@
 """The commit protocol in memory: ledger and tag tables exchanging records in any order.
 
-Hypothesis drives concurrent writers of the DCB course-subscription example through
+Hypothesis drives concurrent writers of the DCB course-subscription example (two tags per
+event) and of unique user names (one tag: the one-phase path) through
 one ledger and one tag table per tag, interleaving deliveries per tag (FIFO per tag,
 as a Kafka partition is), redelivering and losing records, and running the reconciler.
 An independent fold over the published events then checks the invariants: capacity and
@@ -43,6 +44,7 @@ CAPACITY = 2
 STUDENT_LIMIT = 2
 COURSES = ["c1", "c2", "c3"]
 STUDENTS = ["s1", "s2", "s3", "s4"]
+NAMES = ["ann", "bob"]
 GRACE_MS = 1_000
 
 
@@ -161,12 +163,19 @@ class Writer:
         if in_course >= CAPACITY or of_student >= STUDENT_LIMIT or already:
             self.done = True
             return None
+        body = {"student": self.student, "course": self.course}
+        return self.append(pipe, "StudentSubscribed", body, sorted(mine), query)
+
+    def append(
+        self, pipe: Pipeline, kind: str, body: dict[str, str], tags: list[str], query: Any
+    ) -> CommitAttempt:
+        """One event, guarded by ``query`` after the newest certificate this writer read."""
         n = next(self.ids)
         event = EventData(
             event_id=f"ev-{n}",
-            event_type="StudentSubscribed",
-            payload=json.dumps({"student": self.student, "course": self.course}),
-            tags=[f"course:{self.course}", f"student:{self.student}"],
+            event_type=kind,
+            payload=json.dumps(body),
+            tags=tags,
             timestamp=pipe.clock,
         )
         after = pipe.certificates[-1].closed_prefix_suid if pipe.certificates else None
@@ -187,6 +196,21 @@ class Writer:
         self.done = not retry
 
 
+class NameClaim(Writer):
+    """A single-tag attempt (one target: the tag decides alone, in one phase)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(student="", course="")
+        self.name = name
+
+    def read_decide_append(self, pipe: Pipeline) -> CommitAttempt | None:
+        tag = f"username:{self.name}"
+        if any(tag in e.event.tags for e in pipe.events):
+            self.done = True
+            return None
+        return self.append(pipe, "NameClaimed", {"name": self.name}, [tag], [QueryItem(tags=[tag])])
+
+
 actions = st.lists(
     st.tuples(
         st.sampled_from(["write", "deliver", "redeliver", "lose", "resolve", "reconcile"]),
@@ -201,13 +225,15 @@ actions = st.lists(
     st.lists(
         st.tuples(st.sampled_from(STUDENTS), st.sampled_from(COURSES)), min_size=1, max_size=10
     ),
+    st.lists(st.sampled_from(NAMES), max_size=4),
     actions,
 )
 def test_concurrent_subscriptions_keep_every_invariant(
-    wishes: list[tuple[str, str]], script: list[tuple[str, int]]
+    wishes: list[tuple[str, str]], claims: list[str], script: list[tuple[str, int]]
 ) -> None:
     pipe = Pipeline()
     writers = [Writer(student, course) for student, course in wishes]
+    writers += [NameClaim(name) for name in claims]
     submitted: list[CommitAttempt] = []
     for action, pick in script:
         for writer in writers:
@@ -278,14 +304,19 @@ def check_invariants(pipe: Pipeline, submitted: list[CommitAttempt]) -> None:
     per_course: Counter[str] = Counter()
     per_student: Counter[str] = Counter()
     pairs: Counter[tuple[str, str]] = Counter()
+    names: Counter[str] = Counter()
     for event in pipe.events:
         body = json.loads(event.event.payload)
+        if event.event.event_type == "NameClaimed":
+            names[body["name"]] += 1
+            continue
         per_course[body["course"]] += 1
         per_student[body["student"]] += 1
         pairs[body["student"], body["course"]] += 1
     assert max(per_course.values(), default=0) <= CAPACITY
     assert max(per_student.values(), default=0) <= STUDENT_LIMIT
     assert max(pairs.values(), default=0) <= 1
+    assert max(names.values(), default=0) <= 1  # no name claimed twice (one-phase attempts)
     outcomes = Counter(pipe.results[a.attempt_id][0].outcome for a in submitted)
     note_event(f"committed={min(outcomes['COMMITTED'], 5)}")
     note_event(f"rejected={min(outcomes['REJECTED'], 5)}")

@@ -170,8 +170,8 @@ def test_the_prefix_waits_below_a_hole_and_moves_when_it_resolves() -> None:
 
 def test_evidence_that_does_not_match_the_envelope_is_refused() -> None:
     ledger, tags = new_ledger(), Tags()
-    step = ledger.register(attempt("a1", event(1, "x")), T0)
-    (vote,) = tags.answer(step.deliveries)
+    step = ledger.register(attempt("a1", event(1, "x", "y")), T0)
+    vote, _ = tags.answer(step.deliveries)
     for forged in (
         vote.model_copy(update={"identity_digest": "0" * 64}),
         vote.model_copy(update={"tag": "not-a-member"}),
@@ -188,12 +188,50 @@ def test_evidence_that_does_not_match_the_envelope_is_refused() -> None:
         ledger.apply_resolution(installed_early, T0)  # no install decision yet
 
 
+def test_a_single_target_attempt_is_decided_by_its_tag_in_one_phase() -> None:
+    ledger, tags = new_ledger(), Tags()
+    step = ledger.register(attempt("a1", event(1, "x")), T0)
+    (prepare,) = step.deliveries
+    assert prepare.action == "PREPARE" and prepare.sole_target
+    (evidence,) = tags.answer(step.deliveries)
+    assert evidence.status == "INSTALLED_AND_COVERED"  # no vote, no INSTALL round trip
+    done = ledger.apply_resolution(evidence, T0)
+    assert [r.outcome for r in done.results] == ["COMMITTED"]
+    assert [e.event.event_id for e in done.events] == ["e1"]
+    two = ledger.register(attempt("a2", event(2, "x", "y")), T0)
+    assert not any(d.sole_target for d in two.deliveries)
+    guarded = ledger.register(attempt("a3", event(3, "x"), condition=unique("z")), T0)
+    assert not any(d.sole_target for d in guarded.deliveries)  # z is a second target
+
+
+def test_past_the_grace_a_one_phase_attempt_takes_whatever_its_tag_decided() -> None:
+    for installed_first in (True, False):
+        ledger, tags = new_ledger(), Tags()
+        step = ledger.register(attempt("a1", event(1, "x")), T0)
+        early = tags.answer(step.deliveries) if installed_first else []
+        late = T0 + timedelta(milliseconds=GRACE + 1)
+        asked = ledger.reconcile(late)
+        assert asked.results == []  # the ledger cannot fence alone: the tag may have installed
+        (fence,) = asked.deliveries
+        assert fence.action == "FENCE" and fence.fence_epoch is not None
+        (evidence,) = tags.answer([fence])
+        done = Step()
+        for resolution in [*early, evidence]:
+            done = ledger.apply_resolution(resolution, late) if not done.results else done
+        (result,) = done.results
+        if installed_first:
+            assert result.outcome == "COMMITTED" and evidence.status == "INSTALLED_AND_COVERED"
+        else:
+            assert result.outcome == "REJECTED" and result.error is not None
+            assert result.error.code == "reservation_expired"
+            late_prepare = tags.answer(step.deliveries)  # the lost PREPARE, redelivered
+            assert late_prepare[0].status == "ABSENT_AND_IRREVOCABLY_FENCED"
+
+
 def test_duplicate_evidence_is_harmless_and_a_corrupt_count_is_detected() -> None:
     ledger, tags = new_ledger(), Tags()
     step = ledger.register(attempt("a1", event(1, "x")), T0)
-    (vote,) = tags.answer(step.deliveries)
-    install = ledger.apply_resolution(vote, T0)
-    (terminal,) = tags.answer(install.deliveries)
+    (terminal,) = tags.answer(step.deliveries)  # one target: installed at once
     assert ledger.apply_resolution(terminal, T0).results
     assert ledger.apply_resolution(terminal, T0) == Step()  # late echo at or below the prefix
     ledger.register(attempt("a2", event(2, "x")), T0)
@@ -246,13 +284,14 @@ def test_the_reconciler_fences_a_never_contacted_target_only_after_the_grace() -
 
 def test_the_reconciler_resends_a_decision_nobody_answered_with_backoff() -> None:
     ledger, tags = new_ledger(), Tags()
-    step = ledger.register(attempt("a1", event(1, "x")), T0)
+    step = ledger.register(attempt("a1", event(1, "x", "y")), T0)
     votes = tags.answer(step.deliveries)
-    install = ledger.apply_resolution(votes[0], T0)  # the INSTALL is lost
-    assert [d.action for d in install.deliveries] == ["INSTALL"]
+    ledger.apply_resolution(votes[0], T0)
+    install = ledger.apply_resolution(votes[1], T0)  # the INSTALLs are lost
+    assert [d.action for d in install.deliveries] == ["INSTALL", "INSTALL"]
     assert ledger.reconcile(T0 + timedelta(milliseconds=GRACE - 1)).deliveries == []
     again = ledger.reconcile(T0 + timedelta(milliseconds=GRACE))
-    assert [d.action for d in again.deliveries] == ["INSTALL"]
+    assert [d.action for d in again.deliveries] == ["INSTALL", "INSTALL"]
     assert ledger.state.recovery_due_ms is not None
     assert run(ledger, tags, again).results[0].outcome == "COMMITTED"
 
