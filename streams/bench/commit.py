@@ -164,7 +164,7 @@ def run_dcb(
                 results.append(_dcb_scenario(views, writers, tags, services, plan, tick, tracer))
             finally:
                 if tracer is not None:
-                    label = f"{writers} writers, {tags} tags, {services} services"
+                    label = f"{writers} writers, {tags} tag(s), {services} service(s)"
                     hops.append(tracer.breakdown(label))
                     tracer.close()
     return results, hops

@@ -214,8 +214,8 @@ class IssuanceLedger:
             condition=attempt.condition,
             candidates=candidates,
             issued_at_ms=now_ms,
+            one_phase=len(candidates) == 1 and len(candidates[0].targets) == 1,
         )
-        state.one_phase = len(candidates) == 1 and len(candidates[0].targets) == 1
         s.attempts[attempt.attempt_id] = state
         due = now_ms + self.grace_ms
         if s.recovery_due_ms is None or s.recovery_due_ms > due:
