@@ -232,3 +232,9 @@ class WorkerStartError(InfraError):
     """A worker process exited or did not become ready in time."""
 
     code = "worker_start_failed"
+
+
+class TransactionLostWriteError(InfraError):
+    """A send of an open transaction failed: that transaction must never commit."""
+
+    code = "transaction_lost_write"

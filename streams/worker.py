@@ -49,9 +49,10 @@ def build_worker(settings: DcbSettings) -> faust.App:
 def start_watchdog(app: faust.App, interval_s: float = 0.5) -> threading.Thread:
     """Exit for a restart (``infra/supervisor.py``) once the app cannot go on.
 
-    That is a crashed consumer, producer or app (a commit whose sends failed), or a dead
-    transactional producer. A thread, not a faust timer: a crashed app stops its timers
-    and can hang in its own shutdown, retrying a broker that is gone.
+    That is a crashed consumer, producer or app (a commit whose sends failed), a dead
+    transactional producer, or an open transaction that lost a write. A thread, not a
+    faust timer: a crashed app stops its timers and can hang in its own shutdown,
+    retrying a broker that is gone.
     """
 
     def reason() -> str | None:
@@ -66,7 +67,7 @@ def start_watchdog(app: faust.App, interval_s: float = 0.5) -> threading.Thread:
                 return f"the {name} crashed: {service.crash_reason!r}"
         producer = services["producer"]
         if isinstance(producer, DeliveryCheckedProducer) and (dead := producer.dead_transactions()):
-            return f"transactional producer(s) {', '.join(dead)} failed fatally"
+            return f"transaction(s) {', '.join(dead)} cannot go on (fatal producer or lost write)"
         return None
 
     def watch() -> None:

@@ -17,16 +17,19 @@ commits, and their sends to those transactions wait for the next one.
 pending batches before EndTxn, but a batch that fails for good fails only its own
 future: the transaction would still commit without it. So the producer keeps every
 transactional send's future and, holding the transaction's lock (which sends also
-take), waits for them before committing; a failed send raises, the commit never
-happens and the next owner of the partition aborts the open transaction.
+take), waits for them before committing; a failed send raises and the commit never
+happens. The transaction stays open, so it is marked: no later commit of it may go
+through (it would commit the other writes without the lost one — a first version
+forgot the failure once raised), and the watchdog ends the process so that the next
+owner of the partition aborts it.
 
 **A fetch that straddles a seek is not delivered.** faust fetches in a consumer
 thread; a batch fetched there before a rebalance's seek can reach the event loop after
 the seek and after the flow resumed. faust delivered it, moved its read offset past the
 records the seek meant to re-read, then dropped those as already read, and its gap
 logic committed their offsets though no agent ever saw them. A command skipped so was
-never answered; a changelog record skipped so during recovery left the restored table
-without a write whose outputs were committed. The consumer thread now stamps each fetch
+never answered; a changelog record skipped so during recovery would leave the restored
+table without a write whose outputs were committed. The consumer thread now stamps each fetch
 and each seek on one clock, and the consumer discards from a batch exactly the
 partitions seeked after it was fetched: the seek put their position back, so they are
 fetched again. (Only those: a partition without a committed offset is not moved by
@@ -55,6 +58,7 @@ from faust.transport.drivers import aiokafka as driver
 from faust.transport.producer import ProducerBuffer
 from faust.types import TP, FutureMessage, RecordMetadata
 
+from streams.errors import TransactionLostWriteError
 from streams.kafka.step_gate import StepGate
 
 
@@ -88,17 +92,20 @@ class DeliveryCheckedProducer(driver.Producer):
         self.drainable = buffer
         self.pending_sends: dict[str, list[asyncio.Future[RecordMetadata]]] = {}
         self.gate = StepGate()
+        self.lost_writes: set[str] = set()  # transactions that must never commit
 
     def _settings_default(self) -> Mapping[str, Any]:
         return {**super()._settings_default(), "retry_backoff_ms": 5}
 
     def dead_transactions(self) -> list[str]:
-        """Transactional ids whose aiokafka producer hit a fatal error (it cannot recover)."""
-        return [
+        """Transactional ids this process must not go on with: a producer that hit a fatal
+        error, or an open transaction that lost a write (only a fresh process aborts it)."""
+        fatal = [
             tid
             for tid, producer in self._transaction_producers.items()
             if producer._txn_manager is not None and producer._txn_manager.is_fatal_error()
         ]
+        return sorted({*fatal, *self.lost_writes})
 
     async def send(
         self,
@@ -167,9 +174,19 @@ class DeliveryCheckedProducer(driver.Producer):
         if producer is None:
             self.log.warning("Commit invoked for unknown transaction %s", transactional_id)
             return
+        if transactional_id in self.lost_writes:
+            raise TransactionLostWriteError(
+                f"transaction {transactional_id} lost a write; it must not commit",
+                transactional_id=transactional_id,
+            )
         sends = self.pending_sends.pop(transactional_id, [])
-        if sends:
+        try:
             await asyncio.gather(*sends)  # the first failed send raises: no commit
+        except BaseException:
+            # The transaction stays open with the other writes: no later commit of it
+            # may go through (it would commit them without this one).
+            self.lost_writes.add(transactional_id)
+            raise
         await producer.send_offsets_to_transaction(offsets, group_id)
         await producer.commit_transaction()
         if start_new_transaction:

@@ -307,6 +307,18 @@ def test_a_writer_dying_between_allocation_and_delivery_is_fenced_by_the_reconci
             settled = settled_certificate(client)
             assert settled.closed_prefix_suid is not None
             assert settled.closed_prefix_suid >= after.suids[0]
+            # one tag only: the one-phase path; its PREPARE is lost, the reconciler asks the
+            # tag to fence and the tag's tombstone decides
+            solo = EventData(
+                event_id=str(uuid.uuid4()),
+                event_type="Solo",
+                payload="{}",
+                tags=["fault:solo"],
+                timestamp=datetime.now(UTC),
+            )
+            with pytest.raises(ReservationExpiredError):
+                client.append([solo])
+            assert not any(e.event.event_id == solo.event_id for e in client.read())
     finally:
         faulty.stop()
 

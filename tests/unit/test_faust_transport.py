@@ -19,6 +19,7 @@ import pytest
 from faust.transport.drivers import aiokafka as driver
 from faust.types import TP
 
+from streams.errors import TransactionLostWriteError
 from streams.kafka.faust_transport import (
     CommitPathConsumer,
     CommitPathConsumerThread,
@@ -63,6 +64,7 @@ def producer_with(tids: list[str]) -> tuple[DeliveryCheckedProducer, list[str]]:
         pending_sends={},
         drainable=SlowBuffer(log),
         gate=StepGate(),
+        lost_writes=set(),
     )
     return producer, log
 
@@ -95,6 +97,28 @@ def test_a_failed_send_stops_its_transaction_commit_only() -> None:
     log = asyncio.run(scenario())
     assert not any(entry.startswith("bad:") for entry in log)
     assert log[-3:] == ["good:offsets", "good:commit", "good:begin"]
+
+
+def test_a_transaction_that_lost_a_write_never_commits_later() -> None:
+    async def scenario() -> tuple[list[str], list[str]]:
+        producer, log = producer_with(["a"])
+        producer.__dict__["_transaction_producers"]["a"]._txn_manager = None
+        failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        failed.set_exception(RuntimeError("broker gone"))
+        producer.pending_sends["a"] = [failed]
+        with pytest.raises(RuntimeError, match="broker gone"):
+            await producer.commit_transactions({"a": {}}, "g")
+        good: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        good.set_result(None)
+        producer.pending_sends["a"] = [good]  # the process went on: a later step's send
+        with pytest.raises(TransactionLostWriteError) as info:
+            await producer.commit_transactions({"a": {}}, "g")
+        assert info.value.code == "transaction_lost_write"
+        return log, producer.dead_transactions()
+
+    log, dead = asyncio.run(scenario())
+    assert not any(entry.startswith("a:") for entry in log)  # never committed
+    assert dead == ["a"]  # and the watchdog ends the process
 
 
 def test_steps_run_while_the_broker_commits_and_send_into_the_next_transaction() -> None:
