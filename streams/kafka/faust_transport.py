@@ -21,7 +21,10 @@ take), waits for them before committing; a failed send raises and the commit nev
 happens. The transaction stays open, so it is marked: no later commit of it may go
 through (it would commit the other writes without the lost one — a first version
 forgot the failure once raised), and the watchdog ends the process so that the next
-owner of the partition aborts it.
+owner of the partition aborts it. Likewise after a step that raised half-way (the step gate
+records it) or a table write the buffer could not hand to the producer: the open
+transactions may hold part of a step, so none of them commits any more
+(:meth:`DeliveryCheckedProducer.half_done`).
 
 **A fetch that straddles a seek is not delivered.** faust fetches in a consumer
 thread; a batch fetched there before a rebalance's seek can reach the event loop after
@@ -66,17 +69,23 @@ class DrainableBuffer(ProducerBuffer):
     """faust's send buffer, able to say when everything put into it has been sent."""
 
     sending = 0
+    failed: BaseException | None = None  # a table write that never reached its transaction
 
     async def _send_pending(self, fut: FutureMessage) -> None:
         self.sending += 1
         try:
             await super()._send_pending(fut)
+        except BaseException as exc:
+            self.failed = self.failed or exc
+            raise
         finally:
             self.sending -= 1
 
     async def drain(self) -> None:
         while True:
             self.message_sent.clear()
+            if self.failed is not None:
+                raise TransactionLostWriteError(f"a table write was never sent: {self.failed!r}")
             if not self.pending.qsize() and not self.sending:
                 return
             with contextlib.suppress(TimeoutError):
@@ -100,12 +109,19 @@ class DeliveryCheckedProducer(driver.Producer):
     def dead_transactions(self) -> list[str]:
         """Transactional ids this process must not go on with: a producer that hit a fatal
         error, or an open transaction that lost a write (only a fresh process aborts it)."""
+        if self.half_done() is not None:
+            return sorted(self._transaction_producers)
         fatal = [
             tid
             for tid, producer in self._transaction_producers.items()
             if producer._txn_manager is not None and producer._txn_manager.is_fatal_error()
         ]
         return sorted({*fatal, *self.lost_writes})
+
+    def half_done(self) -> BaseException | None:
+        """A step that failed half-way, or a table write that never reached its transaction:
+        the open transactions may hold part of a step, so none of them may commit."""
+        return self.gate.broken or self.drainable.failed
 
     async def send(
         self,
@@ -142,6 +158,10 @@ class DeliveryCheckedProducer(driver.Producer):
         """
         held: list[asyncio.Lock] = []
         try:
+            if (failure := self.half_done()) is not None:
+                raise TransactionLostWriteError(
+                    f"a step or a table write failed half-way ({failure!r}); nothing commits"
+                )
             await self.drainable.drain()
             for tid in sorted(tid_to_offset_map):
                 lock = self._trn_locks.setdefault(tid, asyncio.Lock())

@@ -9,7 +9,9 @@ broker commits: steps run meanwhile, and a step's send to a transaction being co
 waits for its lock, so it lands in the next transaction with the step's offset.
 
 Steps of different agents run together (they touch different partitions and tables);
-a waiting commit holds new steps back, so a busy agent cannot starve it.
+a waiting commit holds new steps back, so a busy agent cannot starve it. A step that
+raises leaves the gate *broken*: part of its outputs may sit in the open transactions,
+so the producer commits nothing more and the watchdog ends the process.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from contextlib import asynccontextmanager
 
 class StepGate:
     def __init__(self) -> None:
+        self.broken: BaseException | None = None  # a step that failed half-way
         self._running = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -35,6 +38,10 @@ class StepGate:
         self._idle.clear()
         try:
             yield
+        except BaseException as exc:
+            # Part of its outputs may be in the open transactions: none may commit now.
+            self.broken = self.broken or exc
+            raise
         finally:
             self._running -= 1
             if not self._running:

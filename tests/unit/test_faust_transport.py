@@ -24,6 +24,7 @@ from streams.kafka.faust_transport import (
     CommitPathConsumer,
     CommitPathConsumerThread,
     DeliveryCheckedProducer,
+    DrainableBuffer,
     fresh_records,
 )
 from streams.kafka.step_gate import StepGate
@@ -46,6 +47,8 @@ class RecordingTransactionProducer:
 
 class SlowBuffer:
     """A table write still queued when the commit starts; sent 10 ms later."""
+
+    failed = None
 
     def __init__(self, log: list[str]) -> None:
         self.log = log
@@ -119,6 +122,39 @@ def test_a_transaction_that_lost_a_write_never_commits_later() -> None:
     log, dead = asyncio.run(scenario())
     assert not any(entry.startswith("a:") for entry in log)  # never committed
     assert dead == ["a"]  # and the watchdog ends the process
+
+
+def test_nothing_commits_after_a_step_failed_half_way() -> None:
+    async def scenario() -> tuple[list[str], list[str]]:
+        producer, log = producer_with(["a", "b"])
+        for tid in ("a", "b"):
+            producer.__dict__["_transaction_producers"][tid]._txn_manager = None
+        with pytest.raises(RuntimeError):
+            async with producer.gate.step():
+                raise RuntimeError("Can't send messages while not in transaction")
+        with pytest.raises(TransactionLostWriteError):
+            await producer.commit_transactions({"a": {}, "b": {}}, "g")
+        return log, producer.dead_transactions()
+
+    log, dead = asyncio.run(scenario())
+    assert log == [] and dead == ["a", "b"]
+
+
+def test_a_table_write_that_never_reached_its_transaction_stops_the_commit() -> None:
+    async def refuse(fut: Any, wait: bool) -> None:
+        raise RuntimeError("Can't send messages while not in transaction")
+
+    async def scenario() -> None:
+        buffer = DrainableBuffer.__new__(DrainableBuffer)
+        buffer.__dict__.update(pending=asyncio.Queue(), message_sent=asyncio.Event())
+        channel = SimpleNamespace(publish_message=refuse)
+        write = SimpleNamespace(message=SimpleNamespace(channel=channel))
+        with pytest.raises(RuntimeError):
+            await buffer._send_pending(write)  # type: ignore[arg-type]
+        with pytest.raises(TransactionLostWriteError):
+            await buffer.drain()
+
+    asyncio.run(scenario())
 
 
 def test_steps_run_while_the_broker_commits_and_send_into_the_next_transaction() -> None:

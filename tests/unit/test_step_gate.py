@@ -66,3 +66,18 @@ def test_one_commit_at_a_time_and_a_cancelled_close_reopens() -> None:
         return gate.closed
 
     assert asyncio.run(scenario()) is False
+
+
+def test_a_step_that_raises_leaves_the_gate_broken() -> None:
+    async def scenario() -> StepGate:
+        gate = StepGate()
+        async with gate.step():
+            pass
+        assert gate.broken is None
+        with pytest.raises(ValueError):
+            async with gate.step():
+                raise ValueError("half-way")
+        return gate
+
+    broken = asyncio.run(scenario()).broken
+    assert isinstance(broken, ValueError)
