@@ -314,3 +314,18 @@ def test_a_seek_before_the_fetch_returned_leaves_the_batch_whole() -> None:
         await thread._seek_to_committed(kafka)
 
     assert fetch_then(kafka, None, before_fetch=rebalance_seek) == BATCH
+
+
+def test_recovery_asks_the_broker_where_a_changelog_ends() -> None:
+    class FreshConsumer:
+        """A consumer that has not fetched yet: no cached last stable offset."""
+
+        def last_stable_offset(self, tp: Any) -> None:
+            return None
+
+        async def end_offsets(self, partitions: Any) -> dict[Any, int]:
+            return {tp: 56 for tp in partitions}  # ListOffsets at read_committed
+
+    thread = thread_for(FakeAiokafka({}, {}))
+    thread.__dict__.update(_consumer=FreshConsumer(), consumer=SimpleNamespace(in_transaction=True))
+    assert asyncio.run(thread._highwaters([A, B])) == {A: 56, B: 56}
