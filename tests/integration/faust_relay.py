@@ -46,10 +46,11 @@ async def relay(stream):  # type: ignore[no-untyped-def]
             continue
         model = _TYPES[decoded.schema_name].from_avro(decoded.value)
         value = codec.encode(model.schema_name, model.to_avro())
-        await send_in_transaction(app, event, OUT_TOPIC, event.key, value)
+        sent = await send_in_transaction(app, event, OUT_TOPIC, event.key, value)
         _relayed += 1
         print(f"relay: relayed offset {event.message.partition}@{event.message.offset}", flush=True)
         if CRASH_AFTER and _relayed >= CRASH_AFTER:
+            await sent  # the outputs are on the broker, in the transaction the kill leaves open
             print("relay: crashing before commit (SIGKILL)", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
 
