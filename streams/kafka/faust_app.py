@@ -19,7 +19,7 @@ from typing import Any
 import faust
 from faust.types import EventT, RecordMetadata
 
-from streams.kafka.faust_transport import CommitPathTransport, DeliveryCheckedProducer
+from streams.kafka.faust_transport import CommitPathTransport, commit_path_producer
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -88,7 +88,6 @@ async def send_in_transaction(
         raise RuntimeError("send_in_transaction needs processing_guarantee='exactly_once'")
     tp = source.message.tp
     tid = source_transactional_id(app, tp.topic, tp.partition)
-    if not isinstance(app.producer, DeliveryCheckedProducer):
-        raise RuntimeError("send_in_transaction needs the app of make_app (checked commits)")
-    sent = await app.producer.send(topic, key, value, partition, None, None, transactional_id=tid)
+    producer = commit_path_producer(app)
+    sent = await producer.send(topic, key, value, partition, None, None, transactional_id=tid)
     return asyncio.ensure_future(sent)  # the commit waits for it; this step need not

@@ -217,6 +217,14 @@ class DeliveryCheckedProducer(driver.Producer):
             await producer.begin_transaction()
 
 
+def commit_path_producer(app: Any) -> DeliveryCheckedProducer:
+    """The app's producer, which agents, sends and commits of the commit path rely on."""
+    producer = app.producer
+    if not isinstance(producer, DeliveryCheckedProducer):
+        raise RuntimeError("the commit path needs the app of make_app (its checked producer)")
+    return producer
+
+
 FETCH_MAX_WAIT_MS = 50
 
 
@@ -317,10 +325,7 @@ class CommitPathConsumer(driver.Consumer):
         return CommitPathConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
-        producer = self.app.producer
-        if not isinstance(producer, DeliveryCheckedProducer):
-            raise RuntimeError("the commit path's consumer needs its producer (make_app)")
-        gate = producer.gate
+        gate = commit_path_producer(self.app).gate
         await gate.close()  # before faust reads the acknowledged offsets
         try:
             committed: bool = await super().force_commit(

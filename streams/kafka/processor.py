@@ -23,7 +23,7 @@ from faust.types import EventT, RecordMetadata
 from streams.codec import AvroCodec
 from streams.errors import DcbError, InvalidRecordError
 from streams.kafka.faust_app import send_in_transaction
-from streams.kafka.faust_transport import DeliveryCheckedProducer
+from streams.kafka.faust_transport import commit_path_producer
 from streams.kafka.topic_catalog import RECORD_TYPES, TopicRole, topic_name
 from streams.model.records import AvroRecord, DeadLetter, ErrorInfo
 from streams.settings import DcbSettings
@@ -53,10 +53,7 @@ class Processor:
 
     def step(self) -> AbstractAsyncContextManager[None]:
         """Run one record as a step: no commit can cut it in two (``step_gate``)."""
-        producer = self.app.producer
-        if not isinstance(producer, DeliveryCheckedProducer):
-            raise RuntimeError("agents need the app of make_app (whole-step commits)")
-        return producer.gate.step()
+        return commit_path_producer(self.app).gate.step()
 
     def topic(self, role: TopicRole) -> str:
         return topic_name(self.settings.topics, role)
