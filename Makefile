@@ -5,14 +5,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint unit integration system-deps lock clean
+.PHONY: demo test bench bench-peers lint unit integration system-deps lock clean
 
-# Java and Maven start and fetch the embedded Kafka broker; install them when missing.
+# Java and Maven start and fetch the embedded Kafka broker; PostgreSQL's server is what
+# eventsourcing's DCB recorder runs on in the peer tests and bench. Installed when missing.
 system-deps:
 	@command -v java >/dev/null && command -v mvn >/dev/null || { \
 	  echo "installing a JDK and Maven (Debian packages)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    openjdk-17-jdk-headless maven >/dev/null; }
+	@{ command -v pg_config >/dev/null && test -x "$$(pg_config --bindir)/initdb"; } || { \
+	  echo "installing PostgreSQL (Debian packages)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    postgresql libpq-dev >/dev/null; }
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +46,11 @@ test: system-deps $(STAMP) lint
 # bench/results/commit.json and commit.png (a few minutes; not part of `make test`).
 bench: system-deps $(STAMP)
 	$(BIN)/dcb bench commit
+
+# The DCB course-subscription workload on dcb-streams, eventsourcing on PostgreSQL and
+# UmaDB, one after another: bench/results/peers.{json,png,md} (about 6 minutes).
+bench-peers: system-deps $(STAMP)
+	$(BIN)/dcb bench peers
 
 # Re-resolve the pinned dependency set (commit the result).
 lock:

@@ -238,3 +238,15 @@ class TransactionLostWriteError(InfraError):
     """A send of an open transaction failed: that transaction must never commit."""
 
     code = "transaction_lost_write"
+
+
+class PostgresStartError(InfraError):
+    """A local PostgreSQL server could not be initialised or started."""
+
+    code = "postgres_start_failed"
+
+
+class PeerUnavailableError(InfraError):
+    """A system the peer bench compares with cannot be had here (say which and why)."""
+
+    code = "peer_unavailable"

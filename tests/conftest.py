@@ -17,7 +17,7 @@ import pytest
 
 from streams.codec import AvroCodec, SchemaCatalog
 from streams.infra.broker import EmbeddedBroker
-from streams.kafka.faust_app import free_port
+from streams.infra.ports import free_port
 from streams.settings import BrokerSettings, DcbSettings, TopicSettings
 
 

@@ -12,6 +12,12 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from streams.bench.commit import BenchPlan, CommitBenchReport, run_commit_bench
+from streams.bench.peers import report as peers_report
+from streams.bench.peers.api import PeerSystem
+from streams.bench.peers.bench import PeerBenchReport, PeerPlan, run_peers_bench
+from streams.bench.peers.dcb_streams import DcbStreams
+from streams.bench.peers.eventsourcing_pg import EventsourcingPostgres
+from streams.bench.peers.umadb import UmaDb
 from streams.bench.report import PlotUnavailableError, write_json, write_plot
 from streams.cli.output import console, emit, reported
 from streams.cli.services import embedded_broker, running_worker
@@ -99,6 +105,76 @@ def commit(
         except PlotUnavailableError as exc:
             console.print(f"[yellow]{exc}[/]")
         emit(as_json, report.model_dump(mode="json"), lambda: _print(report, written))
+
+
+PEERS = ("dcb-streams", "eventsourcing-postgres", "umadb")
+
+
+def _peer_systems(
+    names: list[str], run: str, scratch: Path, out: Path, writers: int
+) -> list[PeerSystem]:
+    made: list[PeerSystem] = []
+    for name in names:
+        if name == DcbStreams.name:
+            made.append(
+                DcbStreams(_bench_settings(run, scratch / "worker"), out / "peers-worker.log")
+            )
+        elif name == EventsourcingPostgres.name:
+            made.append(EventsourcingPostgres(scratch / "postgres", pool_size=writers + 2))
+        elif name == UmaDb.name:
+            made.append(UmaDb(scratch / "umadb"))
+    return made
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PEERS]
+    if unknown or not names:
+        raise typer.BadParameter(f"systems are some of {', '.join(PEERS)}; got {text!r}")
+    return names
+
+
+@app.command()
+def peers(
+    writers: Annotated[str, typer.Option(help="Concurrent writer counts.")] = "1,8,64",
+    systems: Annotated[str, typer.Option(help="Systems, run in this order.")] = ",".join(PEERS),
+    warmup: Annotated[float, typer.Option(help="Seconds of warm-up per scenario.")] = 5.0,
+    measure: Annotated[float, typer.Option(help="Seconds measured per scenario.")] = 30.0,
+    out: Annotated[Path, typer.Option(help="Folder of peers.json, peers.png and peers.md.")] = Path(
+        "bench/results"
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """The DCB course-subscription workload on dcb-streams, eventsourcing (PostgreSQL), UmaDB."""
+    plan = PeerPlan(writers=_ints(writers), warmup_s=warmup, measure_s=measure)
+    names = _names(systems)
+    run = uuid.uuid4().hex[:8]
+    with (
+        reported(as_json),
+        tempfile.TemporaryDirectory(prefix="dcb-bench-peers-") as scratch,
+        Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            disable=as_json,
+            transient=True,
+        ) as bar,
+    ):
+        made = _peer_systems(names, run, Path(scratch), out, max(plan.writers))
+        task = bar.add_task("benchmarking peers", total=plan.seconds(len(made)))
+        report = run_peers_bench(made, plan, out, lambda s: bar.advance(task, s))
+        written = [peers_report.write_json(report, out), peers_report.write_markdown(report, out)]
+        try:
+            written.append(peers_report.write_plot(report, out))
+        except PlotUnavailableError as exc:
+            console.print(f"[yellow]{exc}[/]")
+        emit(as_json, report.model_dump(mode="json"), lambda: _print_peers(report, written))
+
+
+def _print_peers(report: PeerBenchReport, written: list[Path]) -> None:
+    console.print(peers_report.markdown(report), soft_wrap=True, markup=False)
+    console.print("written: " + ", ".join(str(p) for p in written))
 
 
 def _print(report: CommitBenchReport, written: list[Path]) -> None:

@@ -12,21 +12,14 @@ outputs commit or abort together with the offsets (proven by
 from __future__ import annotations
 
 import asyncio
-import socket
 from pathlib import Path
 from typing import Any
 
 import faust
 from faust.types import EventT, RecordMetadata
 
+from streams.infra.ports import free_port
 from streams.kafka.faust_transport import CommitPathTransport, commit_path_producer
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def make_app(

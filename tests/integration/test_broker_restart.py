@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from streams.infra.broker import EmbeddedBroker
+from streams.infra.ports import free_port
 from streams.kafka import clients
-from streams.kafka.faust_app import free_port
 from streams.kafka.topic_admin import ensure_topics
 from streams.kafka.topic_catalog import topic_specs
 from streams.sdk import DcbClient

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from streams.infra.ports import free_port
 from streams.kafka import clients
-from streams.kafka.faust_app import free_port
 from tests.integration.cli import dcb
 
 pytestmark = pytest.mark.integration

@@ -24,6 +24,7 @@ COMMANDS = [
     ["reconcile"],
     ["bench"],
     ["bench", "commit"],
+    ["bench", "peers"],
 ]
 
 
@@ -32,3 +33,9 @@ def test_help(args: list[str]) -> None:
     result = CliRunner().invoke(app, [*args, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage" in result.output
+
+
+def test_bench_peers_refuses_an_unknown_system() -> None:
+    result = CliRunner().invoke(app, ["bench", "peers", "--systems", "dcb-streams,mongo"])
+    assert result.exit_code == 2
+    assert "mongo" in result.output

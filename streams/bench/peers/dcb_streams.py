@@ -1,0 +1,128 @@
+"""dcb-streams as a peer: the embedded broker and one ``dcb worker``, driven through the SDK."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+
+from streams.bench.hops import HopTracer
+from streams.bench.peers.api import Condition, Event, PeerStore, PeerSystem, Query, Sequenced
+from streams.cli.services import embedded_broker, running_worker
+from streams.infra.broker import EmbeddedBroker
+from streams.infra.worker_process import WorkerProcess
+from streams.kafka import clients
+from streams.kafka.topic_admin import delete_topics_with_prefix
+from streams.model.records import AppendCondition, EventData, QueryItem
+from streams.model.suid import format_suid, parse_suid
+from streams.sdk import DcbClient, SequencedEvent
+from streams.settings import DcbSettings
+
+SERVICE = "courses"
+
+
+def _items(query: Query) -> list[QueryItem]:
+    return [QueryItem(types=list(i.types), tags=list(i.tags)) for i in query.items]
+
+
+def _suid(position: int | None) -> str | None:
+    return None if position is None else format_suid(position)
+
+
+def _sequenced(e: SequencedEvent) -> Sequenced:
+    data = str(json.loads(e.event.payload)).encode()
+    return Sequenced(parse_suid(e.position), Event(e.event.event_type, tuple(e.event.tags), data))
+
+
+class DcbStreamsStore(PeerStore):
+    def __init__(self, system: DcbStreams, client: DcbClient) -> None:
+        self.system = system
+        self.client = client
+
+    def read(self, query: Query, after: int | None = None) -> list[Sequenced]:
+        return [_sequenced(e) for e in self.client.read(_items(query), after=_suid(after))]
+
+    def append(self, events: Sequence[Event], condition: Condition | None = None) -> int:
+        now = datetime.now(UTC)
+        data = [
+            EventData(
+                event_id=str(uuid.uuid4()),
+                event_type=e.type,
+                tags=list(e.tags),
+                payload=json.dumps(e.data.decode()),  # a payload is JSON; data is any text
+                timestamp=now,
+            )
+            for e in events
+        ]
+        guard = (
+            None
+            if condition is None
+            else AppendCondition(
+                fail_if_events_match=_items(condition.query), after=_suid(condition.after)
+            )
+        )
+        sent = datetime.now(UTC)
+        result = self.client.append(data, guard)
+        if (tracer := self.system.tracer) is not None:
+            tracer.sent(result.attempt_id, sent, datetime.now(UTC))
+        return parse_suid(result.suids[-1])
+
+
+class DcbStreams(PeerSystem):
+    """One client shared by every writer, as an application would share it; the run's
+    topics are deleted at ``stop``."""
+
+    name = "dcb-streams"
+    durability = (
+        "Kafka defaults: acknowledged once in the broker's page cache (no fsync per "
+        "commit; durability comes from replication, here 1 broker)"
+    )
+
+    def __init__(self, settings: DcbSettings, log: Path) -> None:
+        self.settings = settings
+        self.log = log
+        self._stack = ExitStack()
+        self._worker: WorkerProcess | None = None
+        self._client: DcbClient | None = None
+        self.tracer: HopTracer | None = None  # set while a scenario's hops are traced
+
+    def start(self) -> None:
+        self._stack.enter_context(embedded_broker(self.settings, keep=False, quiet=True))
+        self._stack.callback(self._delete_topics)  # once the worker has stopped
+        self._worker = self._stack.enter_context(running_worker(self.settings, self.log))
+        self._client = self._stack.enter_context(
+            DcbClient(service_id=SERVICE, settings=self.settings, timeout_s=60)
+        )
+
+    def store(self) -> PeerStore:
+        assert self._client is not None, "start() first"
+        return DcbStreamsStore(self, self._client)
+
+    def worker_pid(self) -> int | None:
+        """The faust worker itself (the ``dcb worker`` process's supervised child)."""
+        if self._worker is None or self._worker.proc is None:
+            return None
+        children = Path(f"/proc/{self._worker.proc.pid}/task/{self._worker.proc.pid}/children")
+        found = children.read_text().split() if children.exists() else []
+        return int(found[0]) if found else self._worker.proc.pid
+
+    def server_pids(self) -> list[int]:
+        pids = []
+        broker = EmbeddedBroker(self.settings.broker).status()
+        if broker.pid is not None:
+            pids.append(broker.pid)
+        if self._worker is not None and self._worker.proc is not None:
+            pids.append(self._worker.proc.pid)
+        return pids
+
+    def _delete_topics(self) -> None:
+        delete_topics_with_prefix(
+            clients.admin(self.settings.resolved_bootstrap_servers),
+            [self.settings.topics.prefix, self.settings.worker.app_id],
+        )
+
+    def stop(self) -> None:
+        self._stack.close()

@@ -1,0 +1,121 @@
+"""The peer bench's outputs under ``bench/results/``: JSON, a PNG plot and a Markdown table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streams.bench.peers.bench import PeerBenchReport
+from streams.bench.report import PlotUnavailableError
+
+
+def write_json(report: PeerBenchReport, out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "peers.json"
+    path.write_text(report.model_dump_json(indent=2) + "\n")
+    return path
+
+
+def markdown(report: PeerBenchReport) -> str:
+    m = report.machine
+    lines = [
+        f"Peer bench, {report.started_at:%Y-%m-%d %H:%M} UTC, on {m['cpus']} CPUs "
+        f"({m['platform']}, Python {m['python']}); {report.plan.warmup_s:g} s warm-up, "
+        f"{report.plan.measure_s:g} s measured per row. Latencies in ms; CPU is the "
+        "server processes' share of one core.",
+        "",
+        "| system | writers | appends/s | condition failures/s | no/s | append p50 / p99 "
+        "| command p50 / p99 | server CPU | errors |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in report.scenarios:
+        lines.append(
+            f"| {s.system} | {s.writers} | {s.appends_per_s:g} | {s.condition_failures_per_s:g} "
+            f"| {s.no_per_s:g} | {s.append_p50_ms:g} / {s.append_p99_ms:g} "
+            f"| {s.command_p50_ms:g} / {s.command_p99_ms:g} | {s.server_cpu_pct:g}% | {s.errors} |"
+        )
+    lines += ["", "| system | durability of an acknowledged append | events in log | oracle |"]
+    lines += ["|---|---|---|---|"]
+    for run in report.systems:
+        if not run.available:
+            lines.append(f"| {run.name} | {run.durability} | — | not run: {run.reason} |")
+            continue
+        verdict = "all rules hold" if not run.violations else "; ".join(run.violations[:3])
+        lines.append(f"| {run.name} | {run.durability} | {run.events} | {verdict} |")
+    if report.ratios:
+        lines += ["", "dcb-streams appends/s relative to each peer:", ""]
+        for writers, peers in report.ratios.items():
+            parts = [f"{p} {r:.3g}x" if r is not None else f"{p} n/a" for p, r in peers.items()]
+            lines.append(f"- {writers.removeprefix('w')} writers: " + ", ".join(parts))
+    if report.hops is not None:
+        lines += [
+            "",
+            f"dcb-streams, one commit's hops ({report.hops.scenario}, "
+            f"{report.hops.path}, {report.hops.attempts} commits):",
+            "",
+        ]
+        lines += ["| hop | p50 ms | p99 ms |", "|---|---|---|"]
+        lines += [f"| {h.name} | {h.p50_ms:.0f} | {h.p99_ms:.0f} |" for h in report.hops.hops]
+    if report.profile is not None:
+        lines += [
+            "",
+            f"dcb-streams worker profile ({report.profile.samples} samples, "
+            f"`{report.profile.file}`):",
+            "",
+        ]
+        lines += ["| function | where | self % | total % |", "|---|---|---|---|"]
+        lines += [
+            f"| `{f.function}` | {f.where} | {f.self_pct:g} | {f.total_pct:g} |"
+            for f in report.profile.frames
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(report: PeerBenchReport, out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "peers.md"
+    path.write_text(markdown(report))
+    return path
+
+
+def write_plot(report: PeerBenchReport, out_dir: Path) -> Path:
+    """Appends/s and p99 command latency against writers, one line per system."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise PlotUnavailableError(
+            "matplotlib is not installed: pip install -e '.[bench]' (JSON written anyway)"
+        ) from exc
+    fig, (rate, p99) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for run in report.systems:
+        rows = sorted(
+            (s for s in report.scenarios if s.system == run.name), key=lambda s: s.writers
+        )
+        if not rows:
+            continue
+        writers = [s.writers for s in rows]
+        rate.plot(writers, [max(s.appends_per_s, 0.01) for s in rows], marker="o", label=run.name)
+        p99.plot(writers, [s.command_p99_ms for s in rows], marker="o", label=run.name)
+    for ax, title, unit in (
+        (rate, "successful appends/s", "appends/s"),
+        (p99, "p99 of a read-decide-append command", "ms"),
+    ):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("concurrent writers")
+        ax.set_ylabel(unit)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+    p99.axhline(100, color="grey", linewidth=0.8, linestyle=":")
+    rate.legend(fontsize=8)
+    m = report.machine
+    fig.suptitle(
+        f"dcb bench peers (course subscriptions): {m['cpus']} CPUs, {m['platform']}", fontsize=9
+    )
+    fig.tight_layout()
+    path = out_dir / "peers.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

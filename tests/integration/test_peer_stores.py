@@ -1,0 +1,52 @@
+"""Each system of ``dcb bench peers`` keeps the DCB contract, on its real server."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from streams.bench.peers.api import PeerSystem
+from streams.bench.peers.dcb_streams import DcbStreams
+from streams.bench.peers.eventsourcing_pg import EventsourcingPostgres
+from streams.bench.peers.umadb import UmaDb
+from streams.kafka import clients
+from streams.kafka.topic_admin import ensure_topics
+from streams.kafka.topic_catalog import topic_specs
+from streams.settings import DcbSettings, TopicSettings, WorkerSettings
+from tests.peer_conformance import PeerStoreContract
+
+
+class TestEventsourcingPostgres(PeerStoreContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def system(cls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerSystem]:
+        with EventsourcingPostgres(tmp_path_factory.mktemp("pg"), pool_size=2) as system:
+            yield system
+
+
+class TestUmaDb(PeerStoreContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def system(cls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerSystem]:
+        with UmaDb(tmp_path_factory.mktemp("umadb")) as system:
+            yield system
+
+
+class TestDcbStreams(PeerStoreContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def system(
+        cls, bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[PeerSystem]:
+        prefix = f"t{uuid.uuid4().hex[:10]}."
+        folder = tmp_path_factory.mktemp("dcb")
+        settings = DcbSettings(
+            bootstrap_servers=bootstrap_servers,
+            topics=TopicSettings(prefix=prefix, partitions=3, tag_partitions=3),
+            worker=WorkerSettings(app_id=f"{prefix}worker", data_dir=folder / "worker"),
+        )
+        ensure_topics(clients.admin(bootstrap_servers), topic_specs(settings.topics))
+        with DcbStreams(settings, folder / "worker.log") as system:
+            yield system
