@@ -85,10 +85,6 @@ class WorkerSettings(BaseModel):
         "steps waits for one (dcb bench commit: 0.02 gave the lowest latency at 8 writers; "
         "0.1 more throughput at 64, at twice the latency at 8)",
     )
-    producer_linger_s: float = Field(
-        0.0,
-        description="how long the worker's producers wait to batch records into one request",
-    )
     reconcile_interval_s: float = Field(1.0, description="how often the reconciler timer looks")
     fault_injection: Literal["after-allocation-before-delivery"] | None = Field(
         None,

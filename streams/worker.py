@@ -37,7 +37,6 @@ def build_worker(settings: DcbSettings) -> faust.App:
         topic_allow_declare=True,  # the tables' changelog topics
         topic_partitions=settings.topics.partitions,
         broker_commit_interval=worker.commit_interval_s,
-        producer_linger=worker.producer_linger_s,
         table_standby_replicas=0,
     )
     proc = Processor(app, settings, codec_from_settings(settings))
