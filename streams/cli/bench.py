@@ -111,7 +111,7 @@ PEERS = ("dcb-streams", "eventsourcing-postgres", "umadb")
 
 
 def _peer_systems(
-    names: list[str], run: str, scratch: Path, out: Path, writers: int
+    names: list[str], run: str, scratch: Path, out: Path, writers: int, build_umadb: bool
 ) -> list[PeerSystem]:
     made: list[PeerSystem] = []
     for name in names:
@@ -122,7 +122,8 @@ def _peer_systems(
         elif name == EventsourcingPostgres.name:
             made.append(EventsourcingPostgres(scratch / "postgres", pool_size=writers + 2))
         elif name == UmaDb.name:
-            made.append(UmaDb(scratch / "umadb"))
+            cache = DcbSettings().broker.cache_dir if build_umadb else None
+            made.append(UmaDb(scratch / "umadb", build_cache=cache))
     return made
 
 
@@ -143,6 +144,13 @@ def peers(
     out: Annotated[Path, typer.Option(help="Folder of peers.json, peers.png and peers.md.")] = Path(
         "bench/results"
     ),
+    build_umadb: Annotated[
+        bool,
+        typer.Option(
+            help="Build the UmaDB server with cargo (once, cached; protoc from Maven Central); "
+            "--no-build-umadb runs the one the PyPI wheel ships."
+        ),
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """The DCB course-subscription workload on dcb-streams, eventsourcing (PostgreSQL), UmaDB."""
@@ -161,7 +169,7 @@ def peers(
             transient=True,
         ) as bar,
     ):
-        made = _peer_systems(names, run, Path(scratch), out, max(plan.writers))
+        made = _peer_systems(names, run, Path(scratch), out, max(plan.writers), build_umadb)
         task = bar.add_task("benchmarking peers", total=plan.seconds(len(made)))
         report = run_peers_bench(made, plan, out, lambda s: bar.advance(task, s))
         written = [peers_report.write_json(report, out), peers_report.write_markdown(report, out)]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from streams.bench.peers.api import PeerSystem
+from streams.bench.peers.api import Event, PeerSystem
 from streams.bench.peers.dcb_streams import DcbStreams
 from streams.bench.peers.eventsourcing_pg import EventsourcingPostgres
 from streams.bench.peers.umadb import UmaDb
@@ -50,3 +52,14 @@ class TestDcbStreams(PeerStoreContract):
         ensure_topics(clients.admin(bootstrap_servers), topic_specs(settings.topics))
         with DcbStreams(settings, folder / "worker.log") as system:
             yield system
+
+
+def test_umadb_says_which_server_ran_when_no_cargo_build_can_be_had(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.cargo/bin/cargo
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # no cargo on PATH
+    with UmaDb(tmp_path / "run", build_cache=tmp_path / "cache") as system:
+        assert "PyPI wheel" in system.detail and "cargo is not installed" in system.detail
+        store = system.store()
+        assert store.append([Event("E", ("t:1",))]) == 1

@@ -81,6 +81,7 @@ class PeerSystem(ABC):
 
     name: str
     durability: str  # what an acknowledged append survives, stated next to the numbers
+    detail: str = ""  # which build or version ran, when that can differ
 
     @abstractmethod
     def start(self) -> None:

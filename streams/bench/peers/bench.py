@@ -39,6 +39,7 @@ class PeerPlan(BaseModel):
 class SystemRun(BaseModel):
     name: str
     durability: str
+    detail: str = ""
     available: bool
     reason: str | None = None
     events: int = 0  # in the whole log afterwards
@@ -124,6 +125,7 @@ def run_peers_bench(
             run.available, run.reason = False, exc.message
             tick(len(plan.writers) * (plan.warmup_s + plan.measure_s))
             continue
+        run.detail = system.detail
         try:
             for writers in plan.writers:
                 diag = (

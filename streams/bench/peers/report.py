@@ -40,7 +40,8 @@ def markdown(report: PeerBenchReport) -> str:
             lines.append(f"| {run.name} | {run.durability} | — | not run: {run.reason} |")
             continue
         verdict = "all rules hold" if not run.violations else "; ".join(run.violations[:3])
-        lines.append(f"| {run.name} | {run.durability} | {run.events} | {verdict} |")
+        durability = f"{run.durability}; {run.detail}" if run.detail else run.durability
+        lines.append(f"| {run.name} | {durability} | {run.events} | {verdict} |")
     if report.ratios:
         lines += ["", "dcb-streams appends/s relative to each peer:", ""]
         for writers, peers in report.ratios.items():

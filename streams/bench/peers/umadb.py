@@ -1,8 +1,9 @@
 """UmaDB, the Rust DCB server, driven by its Python client.
 
-The server is the ``umadb`` program: from ``cargo install umadb`` when that is on PATH,
-else the one the PyPI ``umadb`` wheel ships (the same server, built by its maintainers).
-Each run gets a fresh data folder.
+The server is the ``umadb`` program built by ``cargo install umadb`` into the cache
+(``umadb_build``), or, when that cannot be had or is not asked for, the one the PyPI
+``umadb`` wheel ships (the same server, built by its maintainers). Each run gets a
+fresh data folder.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from streams.bench.peers.api import Condition, Event, PeerStore, PeerSystem, Query, Sequenced
+from streams.bench.peers.umadb_build import UMADB_VERSION, build_with_cargo
 from streams.errors import AppendConditionFailed, PeerUnavailableError
 from streams.infra.ports import free_port
 
@@ -25,8 +27,8 @@ except ImportError:  # an optional extra
     uma = None  # type: ignore[assignment]
 
 
-def server_program() -> str | None:
-    """``umadb`` next to this Python first (the wheel's), then anywhere on PATH."""
+def wheel_program() -> str | None:
+    """The server the PyPI wheel installs next to this Python (else any on PATH)."""
     beside = Path(sys.executable).parent / "umadb"
     return str(beside) if beside.exists() else shutil.which("umadb")
 
@@ -68,20 +70,37 @@ class UmaDb(PeerSystem):
     name = "umadb"
     durability = "fsync before acknowledging (its documentation), appends batched per flush"
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, build_cache: Path | None = None) -> None:
+        """``build_cache``: build the server with cargo there (once) and run that build."""
         self.folder = folder
+        self.build_cache = build_cache
+        self.detail = ""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
-        program = server_program()
+    def _program(self) -> str:
+        if self.build_cache is not None:
+            try:
+                built = build_with_cargo(self.build_cache, self.folder / "cargo-install.log")
+            except PeerUnavailableError as exc:
+                fallback = f"the PyPI wheel's server (no cargo build: {exc.message})"
+            else:
+                self.detail = f"server: cargo install umadb {UMADB_VERSION} ({built})"
+                return str(built)
+        else:
+            fallback = "the PyPI wheel's server"
+        program = wheel_program()
         if uma is None or program is None:
             raise PeerUnavailableError(
-                "UmaDB is not installed: pip install -e '.[bench]' (or cargo install umadb)",
-                peer=self.name,
+                "UmaDB is not installed: pip install -e '.[bench]'", peer=self.name
             )
+        self.detail = f"server: {fallback}"
+        return program
+
+    def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
+        program = self._program()
         with (self.folder / "umadb.log").open("wb") as log:
             self._proc = subprocess.Popen(
                 [
