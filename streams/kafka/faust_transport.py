@@ -39,6 +39,11 @@ fetched again. (Only those: a partition without a committed offset is not moved 
 ``seek_to_committed``, and discarding its records would lose them — a first version of
 this fix did, and the two-worker test caught it.)
 
+**Nothing is delivered while a seek to the committed offsets is on its way.** faust
+resumes the stream partitions and then seeks them, with the flow running: records from
+the old position were delivered while the seek waited for the broker, and again after
+it. See :class:`CommitPathConsumer`.
+
 **A restore reads the changelogs to their real end.** faust's ``exactly_once`` recovery
 took each changelog's end from the consumer's cache of the last fetch, empty in a fresh
 process: a restore that asked first restored nothing (see ``_highwaters``).
@@ -57,7 +62,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from typing import Any, ClassVar, cast
 
 from faust.transport.consumer import RecordMap
@@ -228,6 +233,12 @@ def commit_path_producer(app: Any) -> DeliveryCheckedProducer:
 FETCH_MAX_WAIT_MS = 50
 
 
+def moves(committed: int | None) -> bool:
+    """Whether a seek to this committed offset moves the partition (aiokafka leaves a
+    partition without one where it is)."""
+    return bool(committed and committed > 0)
+
+
 class StampedRecords(dict[TP, list[Any]]):
     """A fetched batch, and when its consumer thread got it on the thread's seek clock."""
 
@@ -301,7 +312,7 @@ class CommitPathConsumerThread(driver.AIOKafkaConsumerThread):
     async def _seek_to_committed(self, consumer: Any) -> dict[TP, int | None]:
         """aiokafka's ``seek_to_committed``, its seeks made at one instant and stamped."""
         committed = {tp: await consumer.committed(tp) for tp in consumer.assignment()}
-        moved = [tp for tp, offset in committed.items() if offset and offset > 0]
+        moved = [tp for tp, offset in committed.items() if moves(offset)]
         for tp in moved:  # aiokafka leaves a partition without a committed offset alone
             consumer.seek(tp, committed[tp])
         self._mark_seeked(moved)
@@ -317,9 +328,48 @@ class CommitPathConsumerThread(driver.AIOKafkaConsumerThread):
 
 
 class CommitPathConsumer(driver.Consumer):
-    """faust's aiokafka consumer: whole-step commits; no records fetched from before a seek."""
+    """faust's aiokafka consumer: whole-step commits; no records fetched from before a seek,
+    and none delivered while a seek to the committed offsets is on its way.
+
+    faust resumes the stream partitions, then seeks them to their committed offsets, with
+    the flow already running: records fetched from the old position were delivered while
+    the seek waited for the broker, then fetched and delivered again from the committed
+    offset. faust counted the second delivery's acknowledgements against the first's and
+    never committed that partition again, so its open transaction hit the broker's
+    timeout; a command delivered twice was registered by the first step, whose writes
+    were lost, and ignored as known by the second (seen in two-worker runs). Records
+    that arrive during the seek are held back, and the partitions the seek left where
+    they were are put back to the first record held, to fetch it again.
+    """
 
     _thread: CommitPathConsumerThread
+    _held_from: dict[TP, int] | None = None  # while seeking: the first record held, per tp
+
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        outermost = self._held_from is None
+        if outermost:
+            self._held_from = {}
+        try:
+            committed: Mapping[TP, int] = await super().seek_to_committed()
+        finally:
+            if outermost:
+                held, self._held_from = self._held_from or {}, None
+        if not outermost:
+            return committed
+        assigned = self.assignment()
+        for tp, offset in held.items():
+            if not moves(committed.get(tp)) and tp in assigned:
+                self._thread.seek(tp, offset)
+        if held:
+            self.log.info("held back records of %d partition(s) during a seek", len(held))
+        return committed
+
+    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
+        async for tp, message in super().getmany(timeout):
+            if self._held_from is not None:
+                self._held_from.setdefault(tp, message.offset)
+                continue
+            yield tp, message
 
     def _new_consumer_thread(self) -> CommitPathConsumerThread:
         return CommitPathConsumerThread(self, loop=self.loop, beacon=self.beacon)

@@ -1,6 +1,6 @@
 """A commit waits for the step in progress, drains the table-write buffer and waits for
 every send of its transaction; a fetch that straddles a seek delivers nothing of the
-partitions seeked.
+partitions seeked; nothing is delivered while a seek waits for the broker.
 
 The aiokafka transaction producers, faust's buffer and its consumer thread are replaced
 by recorders: this is
@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as driver
 from faust.types import TP
 
@@ -329,3 +330,54 @@ def test_recovery_asks_the_broker_where_a_changelog_ends() -> None:
     thread = thread_for(FakeAiokafka({}, {}))
     thread.__dict__.update(_consumer=FreshConsumer(), consumer=SimpleNamespace(in_transaction=True))
     assert asyncio.run(thread._highwaters([A, B])) == {A: 56, B: 56}
+
+
+class SeekingThread:
+    """The consumer thread as the consumer sees it during a seek: the broker answers late."""
+
+    def __init__(self, committed: dict[Any, int | None]) -> None:
+        self.committed, self.answer = committed, asyncio.Event()
+        self.seeks: list[tuple[Any, int]] = []
+
+    async def seek_to_committed(self) -> dict[Any, int | None]:
+        await self.answer.wait()  # the OffsetFetch round trip
+        return self.committed
+
+    def seek(self, tp: Any, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+
+def test_records_arriving_during_a_seek_are_held_and_refetched_where_the_seek_did_not_move(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    batches: list[list[tuple[Any, int]]] = []
+
+    async def faust_getmany(self: Any, timeout: float) -> Any:
+        for tp, offset in batches.pop(0):
+            yield tp, SimpleNamespace(offset=offset)
+
+    monkeypatch.setattr(faust_consumer.Consumer, "getmany", faust_getmany)
+
+    async def scenario() -> tuple[list[tuple[Any, int]], list[tuple[Any, int]]]:
+        thread = SeekingThread(committed={A: 5, B: None})  # B has no committed offset
+        consumer = CommitPathConsumer.__new__(CommitPathConsumer)
+        consumer.__dict__.update(_thread=thread, log=SimpleNamespace(info=lambda *a: None))
+        consumer.__dict__["assignment"] = lambda: {A, B}
+        delivered: list[tuple[Any, int]] = []
+
+        async def fetch(batch: list[tuple[Any, int]]) -> None:
+            batches.append(batch)
+            async for tp, message in consumer.getmany(1.0):
+                delivered.append((tp, message.offset))
+
+        seek = asyncio.create_task(consumer.seek_to_committed())
+        await asyncio.sleep(0)
+        await fetch([(A, 10), (A, 11), (B, 20), (B, 21)])  # from the old positions
+        thread.answer.set()
+        await seek
+        await fetch([(A, 5), (B, 20)])  # from where the seek (A) and the rewind (B) put them
+        return delivered, thread.seeks
+
+    delivered, seeks = asyncio.run(scenario())
+    assert delivered == [(A, 5), (B, 20)]  # nothing twice, nothing skipped
+    assert seeks == [(B, 20)]  # A was moved by the seek itself
