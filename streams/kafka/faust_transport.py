@@ -65,7 +65,7 @@ import itertools
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from typing import Any, ClassVar, cast
 
-from faust.transport.consumer import RecordMap
+from faust.transport.consumer import RecordMap, TransactionManager
 from faust.transport.drivers import aiokafka as driver
 from faust.transport.producer import ProducerBuffer
 from faust.types import TP, FutureMessage, RecordMetadata
@@ -152,6 +152,22 @@ class DeliveryCheckedProducer(driver.Producer):
             self.pending_sends.setdefault(transactional_id, []).append(future)
             return future
         return sent
+
+    async def abort_open_transactions(self) -> list[str]:
+        """Abort every transaction that holds writes (at revocation; see
+        :class:`CommitPathTransactions`); the transactional ids aborted."""
+        aborted = []
+        for tid, producer in sorted(self._transaction_producers.items()):
+            manager = producer._txn_manager
+            if manager is None or not manager.is_in_transaction():
+                continue
+            if manager.is_empty_transaction():
+                continue  # begun, nothing sent: nothing to take back
+            async with self._trn_locks.setdefault(tid, asyncio.Lock()):
+                self.pending_sends.pop(tid, None)
+                await producer.abort_transaction()
+            aborted.append(tid)
+        return aborted
 
     async def commit_transactions(
         self,
@@ -396,6 +412,32 @@ class CommitPathConsumer(driver.Consumer):
         return fresh
 
 
+class CommitPathTransactions(TransactionManager):
+    """faust's transaction manager, aborting at revocation what its last commit left open.
+
+    At an eager rebalance faust drops every partition's acknowledgements *before* its last
+    commit, so the steps done since the commit before are not committed: they run again
+    from the committed offsets once the partitions come back. faust kept their writes in
+    the open transactions of the ids the process still owns, beside the writes of the
+    second run (with other SUIDs: a ledger step issues new ones). Those transactions are
+    aborted here, and the in-memory tables, which hold the aborted steps' changes, are
+    emptied: the restore that follows every assignment rebuilds them from the changelogs.
+    """
+
+    async def on_partitions_revoked(self, revoked: set[TP]) -> None:
+        await super().on_partitions_revoked(revoked)  # flushes: every send has its answer
+        aborted = await commit_path_producer(self.app).abort_open_transactions()
+        if aborted:
+            for table in self.app.tables.values():
+                table.data._clear()  # the memory store of make_app
+            self.log.info(
+                "aborted %d transaction(s) faust's last commit left open; the tables are "
+                "restored from their changelogs",
+                len(aborted),
+            )
+
+
 class CommitPathTransport(driver.Transport):
     Consumer: ClassVar[Any] = CommitPathConsumer
     Producer: ClassVar[Any] = DeliveryCheckedProducer
+    TransactionManager: ClassVar[Any] = CommitPathTransactions

@@ -381,3 +381,38 @@ def test_records_arriving_during_a_seek_are_held_and_refetched_where_the_seek_di
     delivered, seeks = asyncio.run(scenario())
     assert delivered == [(A, 5), (B, 20)]  # nothing twice, nothing skipped
     assert seeks == [(B, 20)]  # A was moved by the seek itself
+
+
+class TxnState:
+    def __init__(self, in_transaction: bool, empty: bool) -> None:
+        self.in_transaction, self.empty = in_transaction, empty
+
+    def is_in_transaction(self) -> bool:
+        return self.in_transaction
+
+    def is_empty_transaction(self) -> bool:
+        return self.empty
+
+
+def test_revocation_aborts_exactly_the_transactions_that_hold_writes() -> None:
+    producer, log = producer_with(["written", "begun", "committed"])
+    states = {
+        "written": TxnState(in_transaction=True, empty=False),
+        "begun": TxnState(in_transaction=True, empty=True),  # nothing to take back
+        "committed": TxnState(in_transaction=False, empty=True),  # faust's last commit
+    }
+    for tid, txn in producer._transaction_producers.items():
+        txn._txn_manager = states[tid]
+
+        async def abort(tid: str = tid) -> None:
+            log.append(f"{tid}:abort")
+
+        txn.abort_transaction = abort
+
+    async def revoke() -> list[str]:
+        producer.pending_sends["written"] = [asyncio.get_running_loop().create_future()]
+        return await producer.abort_open_transactions()
+
+    assert asyncio.run(revoke()) == ["written"]
+    assert log == ["written:abort"]
+    assert "written" not in producer.pending_sends  # the next commit waits for none of them
