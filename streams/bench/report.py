@@ -1,8 +1,16 @@
-"""The bench's outputs: a JSON report and a PNG plot under ``bench/results/``."""
+"""The bench's outputs under ``bench/results/``: JSON reports and PNG plots.
+
+Both benches plot the same picture: a rate and a p99 latency against concurrent writers,
+on log scales, with the latency target drawn (:func:`rate_and_p99_plot`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
 
 from streams.bench.commit import CommitBenchReport
 from streams.errors import DcbError
@@ -14,15 +22,22 @@ class PlotUnavailableError(DcbError):
     code = "plot_unavailable"
 
 
-def write_json(report: CommitBenchReport, out_dir: Path) -> Path:
+def write_json(report: BaseModel, out_dir: Path, name: str = "commit.json") -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "commit.json"
+    path = out_dir / name
     path.write_text(report.model_dump_json(indent=2) + "\n")
     return path
 
 
-def write_plot(report: CommitBenchReport, out_dir: Path) -> Path:
-    """Events/s and p99 latency against writers: one line per scenario family, raw dashed."""
+def rate_and_p99_plot(
+    path: Path,
+    title: str,
+    rate_axis: tuple[str, str],
+    p99_axis: tuple[str, str],
+    p99_target_ms: float,
+    draw: Callable[[Any, Any], None],
+) -> Path:
+    """Two panels against writers; ``draw(rate_ax, p99_ax)`` plots the lines."""
     try:
         import matplotlib
 
@@ -33,34 +48,47 @@ def write_plot(report: CommitBenchReport, out_dir: Path) -> Path:
             "matplotlib is not installed: pip install -e '.[bench]' (JSON written anyway)"
         ) from exc
     fig, (rate, p99) = plt.subplots(1, 2, figsize=(12, 4.8))
+    draw(rate, p99)
+    for ax, (name, unit) in ((rate, rate_axis), (p99, p99_axis)):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("concurrent writers")
+        ax.set_ylabel(unit)
+        ax.set_title(name)
+        ax.grid(True, which="both", alpha=0.3)
+    p99.axhline(p99_target_ms, color="grey", linewidth=0.8, linestyle=":")
+    rate.legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_plot(report: CommitBenchReport, out_dir: Path) -> Path:
+    """Events/s and p99 latency against writers: one line per scenario family, raw dashed."""
     families: dict[str, list[tuple[int, float, float]]] = {}
     for r in report.dcb:
         families.setdefault(r.label, []).append((r.writers, r.events_per_s, r.p99_ms))
     families["raw transactional produce->consume"] = [
         (r.writers, r.events_per_s, r.p99_ms) for r in report.raw
     ]
-    for label, points in families.items():
-        points.sort()
-        style = "--" if label.startswith("raw") else "-"
-        writers = [p[0] for p in points]
-        rate.plot(writers, [p[1] for p in points], style, marker="o", label=label)
-        p99.plot(writers, [p[2] for p in points], style, marker="o", label=label)
-    for ax, title, unit in (
-        (rate, "committed events/s", "events/s"),
-        (p99, "p99 commit latency", "ms"),
-    ):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("concurrent writers")
-        ax.set_ylabel(unit)
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-    p99.axhline(250, color="grey", linewidth=0.8, linestyle=":")
-    rate.legend(fontsize=8)
+
+    def draw(rate: Any, p99: Any) -> None:
+        for label, points in families.items():
+            points.sort()
+            style = "--" if label.startswith("raw") else "-"
+            writers = [p[0] for p in points]
+            rate.plot(writers, [p[1] for p in points], style, marker="o", label=label)
+            p99.plot(writers, [p[2] for p in points], style, marker="o", label=label)
+
     m = report.machine
-    fig.suptitle(f"dcb bench commit: {m['cpus']} CPUs, {m['platform']}", fontsize=9)
-    fig.tight_layout()
-    path = out_dir / "commit.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return rate_and_p99_plot(
+        out_dir / "commit.png",
+        f"dcb bench commit: {m['cpus']} CPUs, {m['platform']}",
+        ("committed events/s", "events/s"),
+        ("p99 commit latency", "ms"),
+        250,
+        draw,
+    )

@@ -40,6 +40,18 @@ def _ints(text: str) -> list[int]:
     return values
 
 
+def _progress(quiet: bool) -> Progress:
+    """The bar a bench advances by the seconds it has run (hidden with ``--json``)."""
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=quiet,
+        transient=True,
+    )
+
+
 def _bench_settings(run: str, data_dir: Path) -> DcbSettings:
     """The user's settings with this run's own topics, app id and worker folder."""
     settings = DcbSettings()
@@ -83,14 +95,7 @@ def commit(
             try:
                 with (
                     running_worker(settings, out / "commit-worker.log"),
-                    Progress(
-                        TextColumn("[progress.description]{task.description}"),
-                        BarColumn(),
-                        TimeRemainingColumn(),
-                        console=console,
-                        disable=as_json,
-                        transient=True,
-                    ) as bar,
+                    _progress(as_json) as bar,
                 ):
                     task = bar.add_task("benchmarking", total=plan.seconds)
                     report = run_commit_bench(settings, plan, lambda s: bar.advance(task, s))
@@ -160,19 +165,12 @@ def peers(
     with (
         reported(as_json),
         tempfile.TemporaryDirectory(prefix="dcb-bench-peers-") as scratch,
-        Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            disable=as_json,
-            transient=True,
-        ) as bar,
+        _progress(as_json) as bar,
     ):
         made = _peer_systems(names, run, Path(scratch), out, max(plan.writers), build_umadb)
         task = bar.add_task("benchmarking peers", total=plan.seconds(len(made)))
         report = run_peers_bench(made, plan, out, lambda s: bar.advance(task, s))
-        written = [peers_report.write_json(report, out), peers_report.write_markdown(report, out)]
+        written = [write_json(report, out, "peers.json"), peers_report.write_markdown(report, out)]
         try:
             written.append(peers_report.write_plot(report, out))
         except PlotUnavailableError as exc:

@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from streams.bench.peers.bench import PeerBenchReport
-from streams.bench.report import PlotUnavailableError
-
-
-def write_json(report: PeerBenchReport, out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "peers.json"
-    path.write_text(report.model_dump_json(indent=2) + "\n")
-    return path
+from streams.bench.report import rate_and_p99_plot
 
 
 def markdown(report: PeerBenchReport) -> str:
@@ -80,43 +74,24 @@ def write_markdown(report: PeerBenchReport, out_dir: Path) -> Path:
 
 def write_plot(report: PeerBenchReport, out_dir: Path) -> Path:
     """Appends/s and p99 command latency against writers, one line per system."""
-    try:
-        import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise PlotUnavailableError(
-            "matplotlib is not installed: pip install -e '.[bench]' (JSON written anyway)"
-        ) from exc
-    fig, (rate, p99) = plt.subplots(1, 2, figsize=(12, 4.8))
-    for run in report.systems:
-        rows = sorted(
-            (s for s in report.scenarios if s.system == run.name), key=lambda s: s.writers
-        )
-        if not rows:
-            continue
-        writers = [s.writers for s in rows]
-        rate.plot(writers, [max(s.appends_per_s, 0.01) for s in rows], marker="o", label=run.name)
-        p99.plot(writers, [s.command_p99_ms for s in rows], marker="o", label=run.name)
-    for ax, title, unit in (
-        (rate, "successful appends/s", "appends/s"),
-        (p99, "p99 of a read-decide-append command", "ms"),
-    ):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("concurrent writers")
-        ax.set_ylabel(unit)
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-    p99.axhline(100, color="grey", linewidth=0.8, linestyle=":")
-    rate.legend(fontsize=8)
+    def draw(rate: Any, p99: Any) -> None:
+        for run in report.systems:
+            rows = sorted(
+                (s for s in report.scenarios if s.system == run.name), key=lambda s: s.writers
+            )
+            if rows:
+                writers = [s.writers for s in rows]
+                appends = [max(s.appends_per_s, 0.01) for s in rows]
+                rate.plot(writers, appends, marker="o", label=run.name)
+                p99.plot(writers, [s.command_p99_ms for s in rows], marker="o", label=run.name)
+
     m = report.machine
-    fig.suptitle(
-        f"dcb bench peers (course subscriptions): {m['cpus']} CPUs, {m['platform']}", fontsize=9
+    return rate_and_p99_plot(
+        out_dir / "peers.png",
+        f"dcb bench peers (course subscriptions): {m['cpus']} CPUs, {m['platform']}",
+        ("successful appends/s", "appends/s"),
+        ("p99 of a read-decide-append command", "ms"),
+        100,
+        draw,
     )
-    fig.tight_layout()
-    path = out_dir / "peers.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
