@@ -433,6 +433,49 @@ def test_two_worker_processes_share_partitions_and_survive_losing_one(
         for service, log in logs.items():
             load.check_log(service, [(e.event.event_id, e.position) for e in log])
         assert commands in assigned_topics(b)
+        letters = read_all(
+            pipeline_settings.resolved_bootstrap_servers,
+            topic_name(pipeline_settings.topics, TopicRole.DEAD_LETTERS),
+            expect_at_least=0,
+            timeout_s=10,
+        )
+        assert letters == [], [m.value()[:200] for m in letters]
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_worker_joining_under_load_takes_partitions_and_nothing_is_lost_or_doubled(
+    pipeline_settings: DcbSettings, tmp_path: Path
+) -> None:
+    """A rebalance while the first worker has steps in flight: faust revokes its partitions
+    before committing those steps; they are aborted and run again. Kept instead, their
+    writes doubled the second run's under other SUIDs, and the tags' evidence for the
+    first SUIDs went to the dead letters (``evidence_mismatch``, seen without the abort)."""
+    commands = topic_name(pipeline_settings.topics, TopicRole.COMMANDS)
+    a = WorkerProcess(pipeline_settings, tmp_path, "a", grace_ms=3_000).start()
+    b = WorkerProcess(pipeline_settings, tmp_path, "b", grace_ms=3_000)
+    try:
+        services = [f"joined-{i}" for i in range(12)]
+        with DcbClient(service_id=services[0], settings=pipeline_settings, timeout_s=60) as root:
+            views = [root] + [root.for_service(s) for s in services[1:]]
+            load = Writers(views, writers=8, per_writer=16)
+            load.wait_for(16)
+            b.start()
+            load.join(300)
+            logs = {view.service_id: view.read() for view in views}
+            for view in views[1:]:
+                view.close()
+        for service, log in logs.items():
+            load.check_log(service, [(e.event.event_id, e.position) for e in log])
+        assert commands in assigned_topics(b)
+        letters = read_all(
+            pipeline_settings.resolved_bootstrap_servers,
+            topic_name(pipeline_settings.topics, TopicRole.DEAD_LETTERS),
+            expect_at_least=0,
+            timeout_s=10,
+        )
+        assert letters == [], [m.value()[:200] for m in letters]
     finally:
         a.stop()
         b.stop()
