@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from streams.errors import WorkerStartError
+from streams.infra.processes import terminate
 from streams.settings import DcbSettings
 
 READY_LINE = "Worker]: Ready"
@@ -80,12 +81,7 @@ class WorkerProcess:
             self.proc.wait()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        terminate(self.proc, 30)
 
     def __enter__(self) -> WorkerProcess:
         return self if self.proc is not None else self.start()

@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -408,6 +409,33 @@ def assigned_topics(worker: WorkerProcess) -> str:
     return log[start : log.find("for group", start)] if start >= 0 else ""
 
 
+def load_through_a_rebalance(
+    settings: DcbSettings, prefix: str, after: int, rebalance: Callable[[], object]
+) -> None:
+    """8 writers over 12 services; ``rebalance()`` once ``after`` commits are acknowledged.
+    Every service's log is exactly its acknowledged commits, and nothing went to the dead
+    letters (a step's writes doubled under other SUIDs would send evidence there)."""
+    services = [f"{prefix}-{i}" for i in range(12)]
+    with DcbClient(service_id=services[0], settings=settings, timeout_s=60) as root:
+        views = [root] + [root.for_service(s) for s in services[1:]]
+        load = Writers(views, writers=8, per_writer=16)
+        load.wait_for(after)
+        rebalance()
+        load.join(300)
+        logs = {view.service_id: view.read() for view in views}
+        for view in views[1:]:
+            view.close()
+    for service, log in logs.items():
+        load.check_log(service, [(e.event.event_id, e.position) for e in log])
+    letters = read_all(
+        settings.resolved_bootstrap_servers,
+        topic_name(settings.topics, TopicRole.DEAD_LETTERS),
+        expect_at_least=0,
+        timeout_s=10,
+    )
+    assert letters == [], [m.value()[:200] for m in letters]
+
+
 def test_two_worker_processes_share_partitions_and_survive_losing_one(
     pipeline_settings: DcbSettings, tmp_path: Path
 ) -> None:
@@ -420,26 +448,8 @@ def test_two_worker_processes_share_partitions_and_survive_losing_one(
         while not all(commands in assigned_topics(w) for w in (a, b)):
             assert time.monotonic() < deadline, (assigned_topics(a), assigned_topics(b))
             time.sleep(0.5)
-        services = [f"shared-{i}" for i in range(12)]
-        with DcbClient(service_id=services[0], settings=pipeline_settings, timeout_s=60) as root:
-            views = [root] + [root.for_service(s) for s in services[1:]]
-            load = Writers(views, writers=8, per_writer=16)
-            load.wait_for(24)
-            a.kill()
-            load.join(300)
-            logs = {view.service_id: view.read() for view in views}
-            for view in views[1:]:
-                view.close()
-        for service, log in logs.items():
-            load.check_log(service, [(e.event.event_id, e.position) for e in log])
+        load_through_a_rebalance(pipeline_settings, "shared", after=24, rebalance=a.kill)
         assert commands in assigned_topics(b)
-        letters = read_all(
-            pipeline_settings.resolved_bootstrap_servers,
-            topic_name(pipeline_settings.topics, TopicRole.DEAD_LETTERS),
-            expect_at_least=0,
-            timeout_s=10,
-        )
-        assert letters == [], [m.value()[:200] for m in letters]
     finally:
         a.stop()
         b.stop()
@@ -456,26 +466,8 @@ def test_a_worker_joining_under_load_takes_partitions_and_nothing_is_lost_or_dou
     a = WorkerProcess(pipeline_settings, tmp_path, "a", grace_ms=3_000).start()
     b = WorkerProcess(pipeline_settings, tmp_path, "b", grace_ms=3_000)
     try:
-        services = [f"joined-{i}" for i in range(12)]
-        with DcbClient(service_id=services[0], settings=pipeline_settings, timeout_s=60) as root:
-            views = [root] + [root.for_service(s) for s in services[1:]]
-            load = Writers(views, writers=8, per_writer=16)
-            load.wait_for(16)
-            b.start()
-            load.join(300)
-            logs = {view.service_id: view.read() for view in views}
-            for view in views[1:]:
-                view.close()
-        for service, log in logs.items():
-            load.check_log(service, [(e.event.event_id, e.position) for e in log])
+        load_through_a_rebalance(pipeline_settings, "joined", after=16, rebalance=b.start)
         assert commands in assigned_topics(b)
-        letters = read_all(
-            pipeline_settings.resolved_bootstrap_servers,
-            topic_name(pipeline_settings.topics, TopicRole.DEAD_LETTERS),
-            expect_at_least=0,
-            timeout_s=10,
-        )
-        assert letters == [], [m.value()[:200] for m in letters]
     finally:
         a.stop()
         b.stop()

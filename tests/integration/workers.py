@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 from streams.infra import worker_process
+from streams.infra.processes import terminate
 from streams.settings import DcbSettings
 
 
@@ -26,12 +27,7 @@ class ChildProcess:
         self.proc.wait()
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        terminate(self.proc, 30)
 
 
 class WorkerProcess(worker_process.WorkerProcess):

@@ -20,6 +20,7 @@ from streams.bench.peers.api import Condition, Event, PeerStore, PeerSystem, Que
 from streams.bench.peers.umadb_build import UMADB_VERSION, build_with_cargo
 from streams.errors import AppendConditionFailed, PeerUnavailableError
 from streams.infra.ports import free_port
+from streams.infra.processes import terminate
 
 try:
     import umadb as uma
@@ -133,10 +134,4 @@ class UmaDb(PeerSystem):
         return [] if self._proc is None else [self._proc.pid]
 
     def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        terminate(self._proc, 10)
