@@ -210,6 +210,12 @@ class TagProtocolError(DcbError):
     code = "tag_protocol_error"
 
 
+class CorruptTagTableError(DcbError):
+    """A tag table's header counts an installed event its rows do not hold."""
+
+    code = "corrupt_tag_table"
+
+
 class KafkaUnavailableError(DcbError):
     """The broker did not answer a client request (in time)."""
 

@@ -16,6 +16,7 @@ from typing import Any
 from faust.types import EventT
 
 from streams.errors import CodecError, DcbError, LedgerError
+from streams.kafka.live_state import LiveStates
 from streams.kafka.processor import Processor
 from streams.kafka.topic_catalog import TopicRole, delivery_key
 from streams.ledger import store
@@ -35,17 +36,13 @@ def register(proc: Processor) -> Any:
     inflight = app.Table("inflight", default=None, partitions=partitions)
     completed = app.Table("attempts", default=None, partitions=partitions)
 
-    # The ledger object behind the header this process last wrote. Reused only while
-    # the table still holds that very header object, so a changelog restore or a
-    # rebalance (a new object) always reloads; validating the state on every step was
-    # the ledger's largest cost under load.
-    live: dict[str, tuple[object, IssuanceLedger]] = {}
+    live: LiveStates[IssuanceLedger] = LiveStates(ledgers)
 
     def load(service_id: str) -> IssuanceLedger:
+        cached = live.take(service_id)
+        if cached is not None:
+            return cached
         header = ledgers.get(service_id)
-        cached = live.pop(service_id, None)  # a failed step must never leave it behind
-        if cached is not None and header is not None and cached[0] is header:
-            return cached[1]
         state = (
             store.restore(header, inflight.get)
             if header is not None
@@ -61,7 +58,7 @@ def register(proc: Processor) -> Any:
         for key in writes.removed:
             inflight.pop(key, None)
         ledgers[service_id] = writes.header
-        live[service_id] = (ledgers.get(service_id), ledger)
+        live.keep(service_id, ledger)
 
     def outputs(step: Step, service_id: str) -> list[tuple[TopicRole, str, AvroRecord]]:
         out: list[tuple[TopicRole, str, AvroRecord]] = []

@@ -1,8 +1,9 @@
 """The tag processor agent: the thin faust shell around :class:`TagTable`.
 
 Reads ``dcb.tag-deliveries`` (keyed serviceId + tag, so one tag's deliveries are
-ordered in one partition), keeps one tag table per (service, tag) in the
-``tag-tables`` table and answers each delivery on ``dcb.tag-resolutions`` (keyed
+ordered in one partition), keeps one tag table per (service, tag) — its header in
+``tag-tables``, its installed events in ``tag-installed`` (:mod:`streams.tags.store`) —
+and answers each delivery on ``dcb.tag-resolutions`` (keyed
 serviceId, back to the service's ledger partition) in the same transaction.
 """
 
@@ -14,35 +15,47 @@ from typing import Any
 from faust.types import EventT
 
 from streams.errors import DcbError
+from streams.kafka.live_state import LiveStates
 from streams.kafka.processor import Processor
 from streams.kafka.topic_catalog import TopicRole, delivery_key
 from streams.model.records import TagDelivery
+from streams.tags import store
 from streams.tags.table import TagTable, TagTableState
 
 NAME = "tags"
 
 
 def register(proc: Processor) -> Any:
-    app = proc.app
-    tables = app.Table("tag-tables", default=None, partitions=proc.settings.topics.tag_partitions)
+    app, partitions = proc.app, proc.settings.topics.tag_partitions
+    headers = app.Table("tag-tables", default=None, partitions=partitions)
+    installed = app.Table("tag-installed", default=None, partitions=partitions)
+    live: LiveStates[TagTable] = LiveStates(headers)
+
+    def load(key: str, delivery: TagDelivery) -> TagTable:
+        cached = live.take(key)
+        if cached is not None:
+            return cached
+        header = headers.get(key)
+        if header is None:
+            return TagTable(TagTableState(service_id=delivery.service_id, tag=delivery.tag))
+        return TagTable(store.restore(key, header, installed.get))
 
     async def handle(event: EventT[Any]) -> None:
         try:
             delivery = proc.decode(event)
             assert isinstance(delivery, TagDelivery)
             key = delivery_key(delivery.service_id, delivery.tag)
-            raw = tables.get(key)
-            state = (
-                TagTableState.model_validate(raw)
-                if raw is not None
-                else TagTableState(service_id=delivery.service_id, tag=delivery.tag)
-            )
-            table = TagTable(state)
+            table = load(key, delivery)
+            before = len(table.state.installed)
             answer = table.handle(delivery, datetime.now(UTC))
         except DcbError as exc:  # codec errors included
             await proc.dead_letter(event, NAME, exc)
             return
-        tables[key] = table.state.model_dump(mode="json")
+        writes = store.writes_for(table.state, key, before)
+        for row_key, row in writes.installed.items():
+            installed[row_key] = row
+        headers[key] = writes.header
+        live.keep(key, table)
         await proc.publish(event, [(TopicRole.TAG_RESOLUTIONS, delivery.service_id, answer)])
 
     @app.agent(proc.source(TopicRole.TAG_DELIVERIES), name=NAME)
@@ -52,4 +65,4 @@ def register(proc: Processor) -> Any:
             async with proc.step():
                 await handle(event)
 
-    return tables
+    return headers

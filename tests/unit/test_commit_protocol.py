@@ -8,7 +8,8 @@ An independent fold over the published events then checks the invariants: capaci
 student limits never exceeded (DCB consistency), every event in all its tags or none
 (atomic), each attempt answered once, SUIDs and certificates monotone, nothing left
 unresolved once the reconciler has run. After every ledger step the state is stored as
-the agent stores it (header + the attempts the step touched) and must join back whole.
+the agent stores it (header + the attempts the step touched) and must join back whole;
+after every tag step likewise (header + the events it installed).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from streams.model.records import (
     TagDelivery,
     TagResolution,
 )
+from streams.tags import store as tag_store
 from streams.tags.table import TagTable, TagTableState
 
 CAPACITY = 2
@@ -65,6 +67,7 @@ class Pipeline:
         self.certificates: list[Certificate] = []
         self.allocated: list[str] = []
         self.inflight: dict[str, dict[str, Any]] = {}  # the shell's per-attempt table
+        self.installed_rows: dict[str, dict[str, Any]] = {}  # the shell's per-event table
 
     def tick(self, ms: int = 1) -> datetime:
         self.clock += timedelta(milliseconds=ms)
@@ -113,7 +116,15 @@ class Pipeline:
         queue = self.deliveries[tag]
         delivery = queue[0] if redeliver else queue.popleft()
         table = self.tags.setdefault(tag, TagTable(TagTableState(service_id="svc", tag=tag)))
+        before = len(table.state.installed)
         self.resolutions.append(table.handle(delivery, self.tick()))
+        # Stored as the agent stores it (header + the rows it appended), and the next
+        # delivery at this tag sees only what joins back from storage.
+        writes = tag_store.writes_for(table.state, tag, before)
+        self.installed_rows.update(writes.installed)
+        restored = tag_store.restore(tag, writes.header, self.installed_rows.get)
+        assert restored == table.state
+        self.tags[tag] = TagTable(restored)
 
     def resolve(self) -> None:
         resolution = self.resolutions.popleft()

@@ -9,6 +9,7 @@ import pytest
 
 from streams.errors import (
     CorruptLedgerError,
+    CorruptTagTableError,
     DivergentReplayError,
     EmptyAttemptError,
     EvidenceMismatchError,
@@ -28,6 +29,7 @@ from streams.model.records import (
     TagResolution,
 )
 from streams.reconcile.decision import TargetOutcome, backoff_ms, plan_target
+from streams.tags import store as tag_store
 from streams.tags.table import TagTable, TagTableState
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -387,3 +389,26 @@ def test_a_guard_tag_the_event_does_not_carry_is_checked_but_never_installed() -
     )
     assert run(ledger, tags, ok).results[0].outcome == "COMMITTED"
     assert [e.event_id for e in tags.tables["course:c1"].state.installed] == ["e1"]
+
+
+def test_a_tag_step_stores_its_header_and_only_the_event_it_installed() -> None:
+    """A busy tag's step costs the same at its 5th event as at its 500th: the whole table
+    per step outgrew Kafka's record size after a few thousand events."""
+    table, rows, key = TagTable(TagTableState(service_id="svc", tag="t")), {}, "svc\x1ft"
+    headers: list[dict[str, object]] = []
+    for n in range(1, 501):
+        ev = event(n, "t")
+        for action in ("PREPARE", "INSTALL"):
+            before = len(table.state.installed)
+            table.handle(delivery(action, suid(n), event=ev), T0)
+            writes = tag_store.writes_for(table.state, key, before)
+            assert len(writes.installed) == (action == "INSTALL")
+            rows.update(writes.installed)
+            headers.append(writes.header)
+    assert len(json.dumps(headers[-1])) <= len(json.dumps(headers[9])) + 2  # digits of the count
+    restored = tag_store.restore(key, headers[-1], rows.get)
+    assert restored == table.state and len(restored.installed) == 500
+    del rows[tag_store.installed_key(key, 250)]
+    with pytest.raises(CorruptTagTableError) as lost:
+        tag_store.restore(key, headers[-1], rows.get)
+    assert lost.value.code == "corrupt_tag_table"

@@ -1,0 +1,63 @@
+"""How a tag table is kept in tables: a small header per (service, tag), a row per installed event.
+
+A tag's installed events only grow (every event ever committed at the tag), so storing
+the whole table per step made a delivery cost O(events at the tag) in JSON and changelog
+bytes, and a busy tag (an invoice sequence, a unique-name registry) would outgrow
+Kafka's record size after a few thousand events: the worker could no longer commit.
+Installed events are append-only, so a step writes the header (epoch, head,
+reservations, tombstones, how many are installed) and the rows it appended; the two
+tables always join back into the state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from streams.errors import CorruptTagTableError
+from streams.tags.table import TagTableState
+
+INSTALLED_COUNT = "installed_count"
+
+
+def installed_key(table_key: str, index: int) -> str:
+    """The row of the ``index``-th installed event (the index has no ``/``: keys never clash)."""
+    return f"{table_key}/{index}"
+
+
+@dataclass
+class TagWrites:
+    header: dict[str, Any]
+    installed: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> InstalledEvent
+
+
+def writes_for(state: TagTableState, table_key: str, installed_before: int) -> TagWrites:
+    """What to store after a step: ``installed_before`` events were installed before it."""
+    header = state.model_dump(mode="json", exclude={"installed"})
+    header[INSTALLED_COUNT] = len(state.installed)
+    return TagWrites(
+        header=header,
+        installed={
+            installed_key(table_key, i): state.installed[i].model_dump(mode="json")
+            for i in range(installed_before, len(state.installed))
+        },
+    )
+
+
+def restore(
+    table_key: str, header: dict[str, Any], row: Callable[[str], dict[str, Any] | None]
+) -> TagTableState:
+    """Join a header with its installed rows (``row(key)``) into the tag table's state."""
+    fields = {k: v for k, v in header.items() if k != INSTALLED_COUNT}
+    installed = []
+    for index in range(header.get(INSTALLED_COUNT, 0)):
+        stored = row(installed_key(table_key, index))
+        if stored is None:
+            raise CorruptTagTableError(
+                f"installed event {index} of {fields.get('tag')!r} is counted but not stored",
+                tag=fields.get("tag"),
+                index=index,
+            )
+        installed.append(stored)
+    return TagTableState.model_validate({**fields, "installed": installed})
