@@ -16,9 +16,11 @@ import faust
 
 from streams.codec import codec_from_settings
 from streams.infra.supervisor import EXIT_RESTART
-from streams.kafka.faust_app import make_app
+from streams.kafka import clients
+from streams.kafka.faust_app import changelog_layouts, make_app
 from streams.kafka.faust_transport import DeliveryCheckedProducer
 from streams.kafka.processor import Processor
+from streams.kafka.topic_admin import ensure_topics
 from streams.ledger import agent as ledger_agent
 from streams.reconcile import timer
 from streams.settings import DcbSettings
@@ -84,5 +86,7 @@ def start_watchdog(app: faust.App, interval_s: float = 0.5) -> threading.Thread:
 
 def run_worker(settings: DcbSettings, loglevel: str = "info") -> None:
     app = build_worker(settings)
+    admin = clients.admin(settings.resolved_bootstrap_servers)
+    ensure_topics(admin, changelog_layouts(app, settings.topics.replication_factor))
     start_watchdog(app)
     faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()

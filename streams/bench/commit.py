@@ -24,7 +24,7 @@ from streams.bench.stats import ScenarioResult, ratio_to_baseline
 from streams.codec import codec_from_settings
 from streams.kafka import clients
 from streams.kafka.topic_admin import ensure_topics
-from streams.kafka.topic_catalog import TopicRole, TopicSpec
+from streams.kafka.topic_catalog import TopicLayout
 from streams.model.records import Command, CommitAttempt, EventData
 from streams.sdk import DcbClient
 from streams.settings import DcbSettings
@@ -101,7 +101,7 @@ def run_raw(
 ) -> list[ScenarioResult]:
     bootstrap = settings.resolved_bootstrap_servers
     topic = f"{settings.topics.prefix}bench-raw"
-    spec = TopicSpec(TopicRole.COMMANDS, topic, settings.topics.partitions, 1, "delete")
+    spec = TopicLayout(topic, settings.topics.partitions, 1, "delete")
     ensure_topics(clients.admin(bootstrap), [spec])
     value = command_bytes(settings, max(plan.tags))
     loop = TransactionalRoundTrip(bootstrap, topic)

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from streams.errors import TopicAdminError, TopicConfigMismatchError
-from streams.kafka.topic_catalog import TopicSpec
+from streams.kafka.topic_catalog import TopicLayout
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class TopicState:
         }
 
 
-def _create_missing(client: AdminClient, specs: Sequence[TopicSpec]) -> set[str]:
+def _create_missing(client: AdminClient, specs: Sequence[TopicLayout]) -> set[str]:
     existing = set(client.list_topics(timeout=15).topics)
     missing = [s for s in specs if s.name not in existing]
     if not missing:
@@ -89,7 +89,7 @@ def _cleanup_policies(
 
 
 def _partition_counts(
-    client: AdminClient, specs: Sequence[TopicSpec], timeout_s: float
+    client: AdminClient, specs: Sequence[TopicLayout], timeout_s: float
 ) -> dict[str, int]:
     """Partition counts once metadata shows every topic (creation propagates asynchronously)."""
     deadline = time.monotonic() + timeout_s
@@ -109,7 +109,7 @@ def _partition_counts(
 
 
 def ensure_topics(
-    client: AdminClient, specs: Sequence[TopicSpec], timeout_s: float = 30.0
+    client: AdminClient, specs: Sequence[TopicLayout], timeout_s: float = 30.0
 ) -> list[TopicState]:
     """Create every missing topic; return each topic's state as the broker now reports it.
 

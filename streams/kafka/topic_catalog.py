@@ -42,19 +42,27 @@ _COMPACTED = {TopicRole.CERTIFICATES}
 
 
 @dataclass(frozen=True)
-class TopicSpec:
-    role: TopicRole
+class TopicLayout:
+    """What :mod:`streams.kafka.topic_admin` creates and checks: a topic's shape."""
+
     name: str
     partitions: int
     replication_factor: int
     cleanup_policy: str
 
+    def config(self) -> dict[str, str]:
+        return {"cleanup.policy": self.cleanup_policy}
+
+
+@dataclass(frozen=True)
+class TopicSpec(TopicLayout):
+    """One of the topics of DESIGN.md §3, with the record type it carries."""
+
+    role: TopicRole
+
     @property
     def schema_name(self) -> str:
         return RECORD_TYPES[self.role].schema_name
-
-    def config(self) -> dict[str, str]:
-        return {"cleanup.policy": self.cleanup_policy}
 
 
 def topic_specs(settings: TopicSettings) -> list[TopicSpec]:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from streams.codec import SchemaCatalog
+from streams.kafka.faust_app import changelog_layouts
 from streams.kafka.topic_catalog import TopicRole, key_partition, topic_specs
-from streams.settings import TopicSettings
+from streams.settings import DcbSettings, TopicSettings, WorkerSettings
+from streams.worker import build_worker
 
 
 def test_every_topic_of_the_design_with_its_policy_and_schema() -> None:
@@ -53,3 +57,22 @@ def test_key_partition_is_kafkas_default_partitioner() -> None:
     for key, signed in MURMUR2.items():
         assert key_partition(key.encode(), 12) == (signed & 0x7FFFFFFF) % 12
     assert {key_partition(f"svc-{i}".encode(), 6) for i in range(100)} == set(range(6))
+
+
+def test_the_worker_creates_its_tables_changelogs_itself_partitioned_like_their_sources(
+    tmp_path: Path,
+) -> None:
+    settings = DcbSettings(
+        bootstrap_servers="127.0.0.1:1",  # never contacted: the app is only built
+        topics=TopicSettings(prefix="x.", partitions=4, tag_partitions=16, replication_factor=1),
+        worker=WorkerSettings(app_id="w", data_dir=tmp_path),
+    )
+    layouts = {t.name: t for t in changelog_layouts(build_worker(settings), 1)}
+    assert {name: t.partitions for name, t in layouts.items()} == {
+        "w-ledgers-changelog": 4,
+        "w-inflight-changelog": 4,
+        "w-attempts-changelog": 4,
+        "w-tag-tables-changelog": 16,
+        "w-tag-installed-changelog": 16,
+    }
+    assert {t.cleanup_policy for t in layouts.values()} == {"compact"}
