@@ -256,13 +256,15 @@ class EmbeddedBroker:
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return False
-        os.kill(pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # it may have ended on its own
+            os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and self._is_our_process(pid):
             _reap(pid)
             time.sleep(0.1)
         if self._is_our_process(pid):
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
             while self._is_our_process(pid):
                 _reap(pid)
                 time.sleep(0.05)
