@@ -39,6 +39,7 @@ def build_worker(settings: DcbSettings) -> faust.App:
         topic_allow_declare=True,  # the tables' changelog topics
         topic_partitions=settings.topics.partitions,
         broker_commit_interval=worker.commit_interval_s,
+        commit_max_interval_s=worker.commit_max_interval_s,
         table_standby_replicas=0,
     )
     proc = Processor(app, settings, codec_from_settings(settings))

@@ -182,6 +182,7 @@ def run_commit_bench(
         machine=machine(),
         settings={
             "commit_interval_s": settings.worker.commit_interval_s,
+            "commit_max_interval_s": settings.worker.commit_max_interval_s,
             "partitions": settings.topics.partitions,
             "tag_partitions": settings.topics.tag_partitions,
         },

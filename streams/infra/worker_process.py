@@ -30,6 +30,7 @@ def worker_env(settings: DcbSettings) -> dict[str, str]:
         "DCB_WORKER__APP_ID": worker.app_id,
         "DCB_WORKER__GRACE_MS": str(worker.grace_ms),
         "DCB_WORKER__COMMIT_INTERVAL_S": str(worker.commit_interval_s),
+        "DCB_WORKER__COMMIT_MAX_INTERVAL_S": str(worker.commit_max_interval_s),
     }
     if worker.data_dir is not None:
         env["DCB_WORKER__DATA_DIR"] = str(worker.data_dir)

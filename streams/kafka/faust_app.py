@@ -19,7 +19,11 @@ import faust
 from faust.types import EventT, RecordMetadata
 
 from streams.infra.ports import free_port
-from streams.kafka.faust_transport import CommitPathTransport, commit_path_producer
+from streams.kafka.faust_transport import (
+    COMMIT_MAX_INTERVAL,
+    CommitPathTransport,
+    commit_path_producer,
+)
 from streams.kafka.topic_catalog import TopicLayout
 
 
@@ -29,9 +33,14 @@ def make_app(
     datadir: Path,
     *,
     web_port: int | None = None,
+    commit_max_interval_s: float = 0.1,
     **overrides: Any,
 ) -> faust.App:
-    """A faust app in exactly-once mode, its web server on loopback only."""
+    """A faust app in exactly-once mode, its web server on loopback only.
+
+    Commits come ``broker_commit_interval`` after the previous one ends, stretched up
+    to ``commit_max_interval_s`` under load (:mod:`streams.kafka.commit_pacing`).
+    """
     datadir.mkdir(parents=True, exist_ok=True)
     settings: dict[str, Any] = {
         "broker": f"kafka://{bootstrap_servers}",
@@ -51,6 +60,7 @@ def make_app(
     }
     app = faust.App(app_id, **settings)
     app.transport = CommitPathTransport(app.conf.broker_consumer, app)
+    setattr(app, COMMIT_MAX_INTERVAL, commit_max_interval_s)
     return app
 
 

@@ -62,6 +62,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from typing import Any, ClassVar, cast
 
@@ -69,8 +70,10 @@ from faust.transport.consumer import RecordMap, TransactionManager
 from faust.transport.drivers import aiokafka as driver
 from faust.transport.producer import ProducerBuffer
 from faust.types import TP, FutureMessage, RecordMetadata
+from mode import Service
 
 from streams.errors import TransactionLostWriteError
+from streams.kafka.commit_pacing import pause_after_commit
 from streams.kafka.step_gate import StepGate
 
 
@@ -247,6 +250,7 @@ def commit_path_producer(app: Any) -> DeliveryCheckedProducer:
 
 
 FETCH_MAX_WAIT_MS = 50
+COMMIT_MAX_INTERVAL = "dcb_commit_max_interval_s"  # the app's attribute, set by make_app
 
 
 def moves(committed: int | None) -> bool:
@@ -386,6 +390,17 @@ class CommitPathConsumer(driver.Consumer):
                 self._held_from.setdefault(tp, message.offset)
                 continue
             yield tp, message
+
+    @Service.task
+    async def _commit_handler(self) -> None:
+        """faust's commit timer, paced from each commit's end (``commit_pacing``)."""
+        interval = self.commit_interval
+        longest = getattr(self.app, COMMIT_MAX_INTERVAL, interval)
+        await self.sleep(interval)
+        while not self.should_stop:
+            started = time.monotonic()
+            await self.commit()
+            await self.sleep(pause_after_commit(time.monotonic() - started, interval, longest))
 
     def _new_consumer_thread(self) -> CommitPathConsumerThread:
         return CommitPathConsumerThread(self, loop=self.loop, beacon=self.beacon)
