@@ -46,7 +46,7 @@ def register(proc: Processor) -> Any:
             assert isinstance(delivery, TagDelivery)
             key = delivery_key(delivery.service_id, delivery.tag)
             table = load(key, delivery)
-            before = len(table.state.installed)
+            before = store.rows_stored(headers.get(key))
             answer = table.handle(delivery, datetime.now(UTC))
         except DcbError as exc:  # codec errors included
             await proc.dead_letter(event, NAME, exc)

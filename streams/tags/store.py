@@ -33,7 +33,7 @@ class TagWrites:
 
 
 def writes_for(state: TagTableState, table_key: str, installed_before: int) -> TagWrites:
-    """What to store after a step: ``installed_before`` events were installed before it."""
+    """What to store after a step: rows before ``installed_before`` are stored already."""
     header = state.model_dump(mode="json", exclude={"installed"})
     header[INSTALLED_COUNT] = len(state.installed)
     return TagWrites(
@@ -45,10 +45,21 @@ def writes_for(state: TagTableState, table_key: str, installed_before: int) -> T
     )
 
 
+def rows_stored(header: dict[str, Any] | None) -> int:
+    """How many installed rows the stored ``header`` counts: a step writes the rows after them.
+
+    A whole table written before this layout (its events inline, no count) has none, so
+    its first step here writes them all.
+    """
+    return 0 if header is None else int(header.get(INSTALLED_COUNT, 0))
+
+
 def restore(
     table_key: str, header: dict[str, Any], row: Callable[[str], dict[str, Any] | None]
 ) -> TagTableState:
     """Join a header with its installed rows (``row(key)``) into the tag table's state."""
+    if INSTALLED_COUNT not in header:
+        return TagTableState.model_validate(header)  # a whole table of the earlier layout
     fields = {k: v for k, v in header.items() if k != INSTALLED_COUNT}
     installed = []
     for index in range(header.get(INSTALLED_COUNT, 0)):

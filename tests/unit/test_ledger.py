@@ -412,3 +412,18 @@ def test_a_tag_step_stores_its_header_and_only_the_event_it_installed() -> None:
     with pytest.raises(CorruptTagTableError) as lost:
         tag_store.restore(key, headers[-1], rows.get)
     assert lost.value.code == "corrupt_tag_table"
+
+
+def test_a_whole_tag_table_of_the_earlier_layout_restores_whole_then_is_stored_in_rows() -> None:
+    table, key = TagTable(TagTableState(service_id="svc", tag="t")), "svc\x1ft"
+    for n in (1, 2):
+        table.handle(delivery("PREPARE", suid(n), event=event(n, "t")), T0)
+        table.handle(delivery("INSTALL", suid(n)), T0)
+    legacy = table.state.model_dump(mode="json")  # how tag-tables held it before
+    restored = TagTable(tag_store.restore(key, legacy, {}.get))
+    assert restored.state == table.state
+    guarded = {"event": event(3, "t"), "condition": unique("t", after=suid(1))}
+    assert restored.handle(delivery("PREPARE", suid(3), **guarded), T0).status == "REJECTED"
+    writes = tag_store.writes_for(restored.state, key, tag_store.rows_stored(legacy))
+    assert sorted(writes.installed) == [tag_store.installed_key(key, i) for i in (0, 1)]
+    assert tag_store.restore(key, writes.header, writes.installed.get) == restored.state
