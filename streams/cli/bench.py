@@ -168,7 +168,8 @@ def peers(
         _progress(as_json) as bar,
     ):
         made = _peer_systems(names, run, Path(scratch), out, max(plan.writers), build_umadb)
-        task = bar.add_task("benchmarking peers", total=plan.seconds(len(made)))
+        diagnosed = any(isinstance(system, DcbStreams) for system in made)
+        task = bar.add_task("benchmarking peers", total=plan.seconds(len(made), diagnosed))
         report = run_peers_bench(made, plan, out, lambda s: bar.advance(task, s))
         written = [write_json(report, out, "peers.json"), peers_report.write_markdown(report, out)]
         try:

@@ -33,13 +33,14 @@ def make_app(
     datadir: Path,
     *,
     web_port: int | None = None,
-    commit_max_interval_s: float = 0.1,
+    commit_max_interval_s: float | None = None,
     **overrides: Any,
 ) -> faust.App:
     """A faust app in exactly-once mode, its web server on loopback only.
 
     Commits come ``broker_commit_interval`` after the previous one ends, stretched up
-    to ``commit_max_interval_s`` under load (:mod:`streams.kafka.commit_pacing`).
+    to ``commit_max_interval_s`` under load (:mod:`streams.kafka.commit_pacing`; ``None``:
+    never stretched).
     """
     datadir.mkdir(parents=True, exist_ok=True)
     settings: dict[str, Any] = {
@@ -60,7 +61,8 @@ def make_app(
     }
     app = faust.App(app_id, **settings)
     app.transport = CommitPathTransport(app.conf.broker_consumer, app)
-    setattr(app, COMMIT_MAX_INTERVAL, commit_max_interval_s)
+    if commit_max_interval_s is not None:
+        setattr(app, COMMIT_MAX_INTERVAL, commit_max_interval_s)
     return app
 
 

@@ -43,7 +43,14 @@ def test_plan_runs_every_combination_once() -> None:
     plan = BenchPlan(writers=[1, 8], tags=[1, 3], services=[1, 100], warmup_s=1, measure_s=2)
     combos = list(plan.scenarios())
     assert len(combos) == len(set(combos)) == 8
-    assert plan.seconds == (8 + 2) * 3
+    assert plan.traced() == [(8, 1, 1), (8, 3, 1)]
+    assert plan.seconds == (8 + 2 + 2) * 3  # + the raw baseline per writer count + traces
+
+
+def test_only_planned_scenarios_get_a_traced_pass() -> None:
+    plan = BenchPlan(writers=[8, 64], tags=[1], services=[100])
+    assert plan.traced() == []
+    assert BenchPlan(writers=[8], tags=[1, 3], services=[1]).traced() == [(8, 1, 1), (8, 3, 1)]
 
 
 def test_closed_loop_counts_only_the_window() -> None:

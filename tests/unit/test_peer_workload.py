@@ -154,3 +154,10 @@ def test_the_report_states_durability_and_the_oracle_and_plots(tmp_path: Path) -
     assert "| umadb | 8 | 600 |" in text
     assert "all rules hold" in text and "not run: not installed" in text
     assert write_plot(report, tmp_path).stat().st_size > 0
+
+
+def test_the_diagnostic_pass_is_planned_only_when_its_writer_count_is() -> None:
+    plan = PeerPlan(writers=[1, 8], warmup_s=1, measure_s=2)
+    assert plan.seconds(3) == 3 * 2 * 3
+    assert plan.seconds(3, diagnosed=True) == (3 * 2 + 1) * 3
+    assert PeerPlan(writers=[1, 64], warmup_s=1, measure_s=2).seconds(1, diagnosed=True) == 6

@@ -32,8 +32,14 @@ class PeerPlan(BaseModel):
     warmup_s: float = 5.0
     measure_s: float = 30.0
 
-    def seconds(self, systems: int) -> float:
-        return systems * len(self.writers) * (self.warmup_s + self.measure_s)
+    def seconds(self, systems: int, diagnosed: bool = False) -> float:
+        """The run's length; ``diagnosed``: with dcb-streams' extra diagnostic pass."""
+        passes = systems * len(self.writers) + int(diagnosed and self.diagnoses)
+        return passes * (self.warmup_s + self.measure_s)
+
+    @property
+    def diagnoses(self) -> bool:
+        return DIAGNOSED_WRITERS in self.writers
 
 
 class SystemRun(BaseModel):
@@ -73,7 +79,12 @@ def ratios(
 
 
 class _Diagnostics:
-    """The dcb-streams extras at one writer count: hop tracing and a worker profile."""
+    """The dcb-streams extras at one writer count: hop tracing and a worker profile.
+
+    They run in a pass of their own after the measured ones: the tracer tails three
+    topics beside the writers and py-spy samples the worker, which would slow the
+    scenario they explain on a machine of two cores.
+    """
 
     def __init__(self, system: DcbStreams, out: Path, plan: PeerPlan) -> None:
         self.system, self.out, self.plan = system, out, plan
@@ -128,25 +139,24 @@ def run_peers_bench(
         run.detail = system.detail
         try:
             for writers in plan.writers:
-                diag = (
-                    _Diagnostics(system, out, plan)
-                    if isinstance(system, DcbStreams) and writers == DIAGNOSED_WRITERS
-                    else None
+                report.scenarios.append(
+                    run_scenario(
+                        system, writers, w, plan.warmup_s, plan.measure_s, f"w{writers}-", tick
+                    )
                 )
-                on_window = diag.start_profile if diag is not None else None
-                scenario = run_scenario(
+            if isinstance(system, DcbStreams) and plan.diagnoses:
+                diag = _Diagnostics(system, out, plan)
+                run_scenario(
                     system,
-                    writers,
+                    DIAGNOSED_WRITERS,
                     w,
                     plan.warmup_s,
                     plan.measure_s,
-                    f"w{writers}-",
+                    f"diag-w{DIAGNOSED_WRITERS}-",
                     tick,
-                    on_window,
+                    diag.start_profile,
                 )
-                report.scenarios.append(scenario)
-                if diag is not None:
-                    report.hops, report.profile = diag.finish()
+                report.hops, report.profile = diag.finish()
             log = system.store().read_all()
             run.events = len(log)
             run.violations = violations(log, w)[:20]
