@@ -62,7 +62,7 @@ def restore(
         return TagTableState.model_validate(header)  # a whole table of the earlier layout
     fields = {k: v for k, v in header.items() if k != INSTALLED_COUNT}
     installed = []
-    for index in range(header.get(INSTALLED_COUNT, 0)):
+    for index in range(header[INSTALLED_COUNT]):
         stored = row(installed_key(table_key, index))
         if stored is None:
             raise CorruptTagTableError(
