@@ -61,6 +61,11 @@ class BrokerStatus:
         return f"no broker running for {self.data_dir}"
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
 class EmbeddedBroker:
     """Fetch, format, start, stop and inspect the embedded broker."""
 
@@ -175,16 +180,31 @@ class EmbeddedBroker:
         self._config_file.write_text(self._properties())
         (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_file))
 
-    def _format_storage(self) -> None:
-        if (self._storage_dir / "meta.properties").exists():
-            return
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        cmd = self._java(_STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(self._config_file))
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise BrokerStartError(
-                "formatting the broker storage failed", output=(proc.stdout + proc.stderr)[-4000:]
+    def format_storage(self, cluster_id: str | None = None) -> str:
+        """Write the config and format the storage once; return the folder's cluster id.
+
+        A no-op on a formatted folder, so a restart keeps its data and cluster id.
+        """
+        self._write_config()
+        meta = self._storage_dir / "meta.properties"
+        if not meta.exists():
+            cluster_id = cluster_id or new_cluster_id()
+            # "--cluster-id=ID", not "-t ID": an id may start with "-", which the
+            # tool's parser would otherwise take for an option (1 random id in 64).
+            cmd = self._java(
+                _STORAGE_TOOL, "format", f"--cluster-id={cluster_id}", "-c", str(self._config_file)
             )
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                output = (proc.stdout + proc.stderr).strip()
+                last = output.splitlines()[-1] if output else "no output"
+                raise BrokerStartError(
+                    f"formatting the broker storage failed: {last}", output=output[-4000:]
+                )
+        for line in meta.read_text().splitlines():
+            if line.startswith("cluster.id="):
+                return line.removeprefix("cluster.id=")
+        raise BrokerStartError(f"{meta} names no cluster.id", meta_file=str(meta))
 
     def _port_taken(self, port: int) -> bool:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -215,8 +235,7 @@ class EmbeddedBroker:
                     port=port,
                 )
         self.fetch()
-        self._write_config()
-        self._format_storage()
+        self.format_storage()
         with (self.data_dir / "logs" / "stdout.log").open("ab") as out:
             proc = subprocess.Popen(
                 self._java(_MAIN_CLASS, str(self._config_file)),
