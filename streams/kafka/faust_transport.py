@@ -10,7 +10,9 @@ writes in a buffer that a background task sends later; in ``exactly_once`` mode 
 drains it before a commit, so a step's table write could miss the transaction that
 commits the step's offset. Here a commit drains the buffer, takes the lock of each
 transaction it commits, and only then reopens the gate: steps run while the broker
-commits, and their sends to those transactions wait for the next one.
+commits, and their sends to those transactions wait for the next one. The buffer holds
+table writes for the commit and sends only the last write per key of the round
+(:class:`DrainableBuffer`).
 
 **A commit waits for its sends.** Agents do not wait for each broker acknowledgement
 (a round trip per step capped the ledger at a few steps per second). aiokafka flushes
@@ -62,6 +64,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
@@ -77,12 +80,55 @@ from streams.errors import TransactionLostWriteError
 from streams.kafka.commit_pacing import pause_after_commit
 from streams.kafka.step_gate import StepGate
 
+WriteSlot = tuple[str, int | None, Any]  # changelog topic, partition, table key
+
 
 class DrainableBuffer(ProducerBuffer):
-    """faust's send buffer, able to say when everything put into it has been sent."""
+    """faust's table-write buffer: sends a key's first write of a commit round at once and
+    holds its later ones for the commit, which sends the last; it can tell when
+    everything put in has been sent.
+
+    A transaction's writes become visible together, so of two writes to one table key in
+    one transaction a restore only ever reads the last. A busy ledger writes its
+    service's header at every step (several per round) and an attempt's row twice (in
+    flight, then deleted), often within one round. Writes superseded in the round are
+    never sent; their futures settle with the write that replaced them. A first write is
+    not held: holding every write put all the sending into the commit, while the steps
+    wait, and cost latency at 8 writers (p50 +20 ms over three hops).
+    """
 
     sending = 0
     failed: BaseException | None = None  # a table write that never reached its transaction
+    _changelogs: frozenset[str] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.held: dict[WriteSlot, FutureMessage] = {}
+
+    def put(self, fut: FutureMessage) -> None:
+        slot = self._slot(fut)
+        if slot is None:
+            super().put(fut)
+            return
+        replaced = self.held.pop(slot, None)
+        if replaced is not None:
+            fut.add_done_callback(functools.partial(_settle_like, replaced))
+        self.held[slot] = fut
+
+    def _slot(self, fut: FutureMessage) -> WriteSlot | None:
+        """Where a write lands, when it is a table write held for the commit."""
+        app = self.app
+        if app is None or not app.in_transaction:
+            return None  # nothing drains before a commit outside exactly-once
+        if self._changelogs is None:
+            self._changelogs = frozenset(
+                t.changelog_topic.get_topic_name() for t in app.tables.values()
+            )
+        message = fut.message
+        topic = message.channel.get_topic_name()
+        if topic not in self._changelogs or not isinstance(message.key, str | bytes):
+            return None
+        return topic, message.partition, message.key
 
     async def _send_pending(self, fut: FutureMessage) -> None:
         self.sending += 1
@@ -94,7 +140,24 @@ class DrainableBuffer(ProducerBuffer):
         finally:
             self.sending -= 1
 
+    async def send_held(self) -> None:
+        held, self.held = self.held, {}
+        for fut in held.values():
+            with contextlib.suppress(Exception):  # kept in ``failed``; drain raises it
+                await self._send_pending(fut)
+
+    async def flush(self) -> None:
+        """Send the held writes too (at a revocation: into the transactions it aborts)."""
+        await super().flush()
+        await self.send_held()
+
     async def drain(self) -> None:
+        """Send everything put in so far, a key's writes in order; raise if one failed."""
+        await self._until_sent()  # first writes before the later ones held
+        await self.send_held()
+        await self._until_sent()
+
+    async def _until_sent(self) -> None:
         while True:
             self.message_sent.clear()
             if self.failed is not None:
@@ -103,6 +166,17 @@ class DrainableBuffer(ProducerBuffer):
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.message_sent.wait(), timeout=0.05)
+
+
+def _settle_like(replaced: FutureMessage, replacing: asyncio.Future[Any]) -> None:
+    if replaced.done():
+        return
+    if replacing.cancelled():
+        replaced.cancel()
+    elif (exc := replacing.exception()) is not None:
+        replaced.set_exception(exc)
+    else:
+        replaced.set_result(replacing.result())
 
 
 class DeliveryCheckedProducer(driver.Producer):
@@ -422,7 +496,11 @@ class CommitPathConsumer(driver.Consumer):
         return CommitPathConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
-        gate = commit_path_producer(self.app).gate
+        producer = commit_path_producer(self.app)
+        # The round's held table writes go out while steps still run; the drain under
+        # the closed gate then sends only what the last steps wrote.
+        await producer.drainable.send_held()
+        gate = producer.gate
         await gate.close()  # before faust reads the acknowledged offsets
         try:
             committed: bool = await super().force_commit(

@@ -54,6 +54,9 @@ class SlowBuffer:
     def __init__(self, log: list[str]) -> None:
         self.log = log
 
+    async def send_held(self) -> None:
+        """Nothing held: the writes are all still queued."""
+
     async def drain(self) -> None:
         await asyncio.sleep(0.01)
         self.log.append("table write sent")
@@ -147,7 +150,7 @@ def test_a_table_write_that_never_reached_its_transaction_stops_the_commit() -> 
 
     async def scenario() -> None:
         buffer = DrainableBuffer.__new__(DrainableBuffer)
-        buffer.__dict__.update(pending=asyncio.Queue(), message_sent=asyncio.Event())
+        buffer.__dict__.update(pending=asyncio.Queue(), message_sent=asyncio.Event(), held={})
         channel = SimpleNamespace(publish_message=refuse)
         write = SimpleNamespace(message=SimpleNamespace(channel=channel))
         with pytest.raises(RuntimeError):
@@ -156,6 +159,87 @@ def test_a_table_write_that_never_reached_its_transaction_stops_the_commit() -> 
             await buffer.drain()
 
     asyncio.run(scenario())
+
+
+class PublishingChannel:
+    """A topic as the buffer sees it: publishing records the write and settles it."""
+
+    def __init__(self, name: str, published: list[tuple[str, Any, Any]]) -> None:
+        self.name, self.published = name, published
+
+    def get_topic_name(self) -> str:
+        return self.name
+
+    async def publish_message(self, fut: Any, wait: bool) -> None:
+        self.published.append((self.name, fut.message.key, fut.message.value))
+        fut.set_result(f"offset {len(self.published) - 1}")
+
+
+def buffer_for(changelogs: list[str]) -> DrainableBuffer:
+    tables = [
+        SimpleNamespace(changelog_topic=SimpleNamespace(get_topic_name=lambda n=n: n))
+        for n in changelogs
+    ]
+    buffer = DrainableBuffer.__new__(DrainableBuffer)
+    buffer.__dict__.update(
+        pending=asyncio.Queue(),
+        message_sent=asyncio.Event(),
+        held={},
+        app=SimpleNamespace(
+            in_transaction=True,
+            tables={i: t for i, t in enumerate(tables)},
+            conf=SimpleNamespace(producer_threaded=False),
+        ),
+    )
+    return buffer
+
+
+def table_write(channel: PublishingChannel, key: str, value: Any, partition: int = 0) -> Any:
+    message = SimpleNamespace(channel=channel, key=key, value=value, partition=partition)
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    future.message = message  # type: ignore[attr-defined]
+    return future
+
+
+def test_a_commit_sends_the_last_write_per_table_key_and_settles_the_replaced() -> None:
+    async def scenario() -> tuple[list[tuple[str, Any, Any]], list[Any]]:
+        published: list[tuple[str, Any, Any]] = []
+        ledgers = PublishingChannel("ledgers-changelog", published)
+        buffer = buffer_for(["ledgers-changelog"])
+        writes = [
+            table_write(ledgers, "svc", 1),
+            table_write(ledgers, "svc", 2, partition=3),  # another partition: its own row
+            table_write(ledgers, "svc", 3),
+            table_write(ledgers, "other", None),
+        ]
+        for write in writes:
+            buffer.put(write)
+        assert published == []  # held for the commit
+        await asyncio.wait_for(buffer.drain(), timeout=1)
+        return published, [w.result() for w in writes]
+
+    published, results = asyncio.run(scenario())
+    assert published == [
+        ("ledgers-changelog", "svc", 2),
+        ("ledgers-changelog", "svc", 3),
+        ("ledgers-changelog", "other", None),
+    ]
+    assert results == ["offset 1", "offset 0", "offset 1", "offset 2"]
+
+
+def test_a_write_to_another_topic_is_not_held_and_a_flush_sends_the_held() -> None:
+    async def scenario() -> tuple[int, list[tuple[str, Any, Any]]]:
+        published: list[tuple[str, Any, Any]] = []
+        buffer = buffer_for(["ledgers-changelog"])
+        buffer.put(table_write(PublishingChannel("events", published), "svc", 1))
+        buffer.put(table_write(PublishingChannel("ledgers-changelog", published), "svc", 2))
+        queued = buffer.pending.qsize()
+        await buffer.send_held()  # as a commit does first, and a flush at a revocation
+        return queued, published
+
+    queued, published = asyncio.run(scenario())
+    assert queued == 1  # faust's queue, sent by its background task as before
+    assert published == [("ledgers-changelog", "svc", 2)]
 
 
 def test_steps_run_while_the_broker_commits_and_send_into_the_next_transaction() -> None:
