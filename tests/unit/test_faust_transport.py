@@ -27,6 +27,7 @@ from streams.kafka.faust_transport import (
     DeliveryCheckedProducer,
     DrainableBuffer,
     fresh_records,
+    table_partitions,
 )
 from streams.kafka.step_gate import StepGate
 
@@ -240,6 +241,49 @@ def test_a_write_to_another_topic_is_not_held() -> None:
     queued, published = asyncio.run(scenario())
     assert queued == 1  # faust's queue, sent by its background task as before
     assert published == [("ledgers-changelog", "svc", 2)]
+
+
+def test_a_transaction_writes_the_tables_of_its_own_topic_group_and_partition() -> None:
+    groups = {"my-app-ledgers-changelog": 0, "my-app-tag-tables-changelog": 1}
+    assert table_partitions("my-app-0-4", groups) == [TP("my-app-ledgers-changelog", 4)]
+    assert table_partitions("my-app-1-11", groups) == [TP("my-app-tag-tables-changelog", 11)]
+
+
+class RecordingTxnManager:
+    def __init__(self, in_transaction: bool) -> None:
+        self.in_transaction = in_transaction
+        self.added: list[Any] = []
+
+    def is_in_transaction(self) -> bool:
+        return self.in_transaction
+
+    def maybe_add_partition_to_txn(self, tp: Any) -> None:
+        self.added.append(tp)
+
+
+def test_table_partitions_are_added_to_an_open_transaction_only() -> None:
+    changelogs = {"app-ledgers-changelog": 0, "app-tags-changelog": 1}
+    app = SimpleNamespace(
+        tables={
+            n: SimpleNamespace(changelog_topic=SimpleNamespace(get_topic_name=lambda n=n: n))
+            for n in changelogs
+        },
+        assignor=SimpleNamespace(group_for_topic=changelogs.__getitem__),
+    )
+    open_txn, no_txn = RecordingTxnManager(True), RecordingTxnManager(False)
+    producer = DeliveryCheckedProducer.__new__(DeliveryCheckedProducer)
+    producer.__dict__.update(
+        app=app,
+        _table_tps={},
+        _transaction_producers={
+            "app-0-2": SimpleNamespace(_txn_manager=open_txn),
+            "app-1-2": SimpleNamespace(_txn_manager=no_txn),
+        },
+    )
+    producer._add_table_partitions("app-0-2")
+    producer._add_table_partitions("app-1-2")
+    assert open_txn.added == [TP("app-ledgers-changelog", 2)]
+    assert no_txn.added == []
 
 
 def test_steps_run_while_the_broker_commits_and_send_into_the_next_transaction() -> None:
