@@ -83,6 +83,11 @@ from streams.kafka.step_gate import StepGate
 WriteSlot = tuple[str, int | None, Any]  # changelog topic, partition, table key
 
 
+def changelog_topics(app: Any) -> list[str]:
+    """The changelog topic of each of the app's tables."""
+    return [table.changelog_topic.get_topic_name() for table in app.tables.values()]
+
+
 class DrainableBuffer(ProducerBuffer):
     """faust's table-write buffer: holds the table writes of a commit round, the last
     one per key, for the commit, and can tell when everything put in has been sent.
@@ -121,9 +126,7 @@ class DrainableBuffer(ProducerBuffer):
         if app is None or not app.in_transaction:
             return None  # nothing drains before a commit outside exactly-once
         if self._changelogs is None:
-            self._changelogs = frozenset(
-                t.changelog_topic.get_topic_name() for t in app.tables.values()
-            )
+            self._changelogs = frozenset(changelog_topics(app))
         message = fut.message
         topic = message.channel.get_topic_name()
         if topic not in self._changelogs or not isinstance(message.key, str | bytes):
@@ -258,8 +261,7 @@ class DeliveryCheckedProducer(driver.Producer):
         tps = self._table_tps.get(transactional_id)
         if tps is None:
             groups = {
-                name: self.app.assignor.group_for_topic(name)
-                for name in (t.changelog_topic.get_topic_name() for t in self.app.tables.values())
+                name: self.app.assignor.group_for_topic(name) for name in changelog_topics(self.app)
             }
             tps = self._table_tps[transactional_id] = table_partitions(transactional_id, groups)
         for tp in tps:
