@@ -81,9 +81,9 @@ class WorkerSettings(BaseModel):
     )
     commit_interval_s: float = Field(
         0.02,
-        description="pause between the end of one transaction commit and the next: each of "
-        "a commit's 3-5 steps waits for one (dcb bench commit: 0.02 gave the lowest latency "
-        "at 8 writers)",
+        description="longest pause between the end of one transaction commit and the "
+        "next while the agents stay busy; a commit starts sooner once they go quiet after a "
+        "step (dcb bench commit: 0.02 gave the lowest latency at 8 writers)",
     )
     commit_max_interval_s: float = Field(
         0.1,

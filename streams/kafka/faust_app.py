@@ -38,8 +38,9 @@ def make_app(
 ) -> faust.App:
     """A faust app in exactly-once mode, its web server on loopback only.
 
-    Commits come ``broker_commit_interval`` after the previous one ends, stretched up
-    to ``commit_max_interval_s`` under load (:mod:`streams.kafka.commit_pacing`; ``None``:
+    A commit starts once the agents go quiet after a step, at the latest
+    ``broker_commit_interval`` after the previous one ends, stretched up to
+    ``commit_max_interval_s`` under load (:mod:`streams.kafka.commit_pacing`; ``None``:
     never stretched).
     """
     datadir.mkdir(parents=True, exist_ok=True)

@@ -77,7 +77,7 @@ from faust.types import TP, FutureMessage, RecordMetadata
 from mode import Service
 
 from streams.errors import TransactionLostWriteError
-from streams.kafka.commit_pacing import pause_after_commit
+from streams.kafka.commit_pacing import QUIET_S, pause_after_commit
 from streams.kafka.step_gate import StepGate
 
 WriteSlot = tuple[str, int | None, Any]  # changelog topic, partition, table key
@@ -505,14 +505,18 @@ class CommitPathConsumer(driver.Consumer):
 
     @Service.task
     async def _commit_handler(self) -> None:
-        """faust's commit timer, paced from each commit's end (``commit_pacing``)."""
+        """faust's commit timer: the next commit starts once the agents have gone quiet
+        after a step, at the latest a pause after the last one ended (``commit_pacing``)."""
         interval = self.commit_interval
         longest = getattr(self.app, COMMIT_MAX_INTERVAL, interval)
+        gate = commit_path_producer(self.app).gate
         await self.sleep(interval)
         while not self.should_stop:
             started = time.monotonic()
             await self.commit()
-            await self.sleep(pause_after_commit(time.monotonic() - started, interval, longest))
+            pause = pause_after_commit(time.monotonic() - started, interval, longest)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(gate.quiet(gate.started_at_close, QUIET_S), pause)
 
     @Service.task
     async def _commit_livelock_detector(self) -> None:

@@ -9,9 +9,11 @@ broker commits: steps run meanwhile, and a step's send to a transaction being co
 waits for its lock, so it lands in the next transaction with the step's offset.
 
 Steps of different agents run together (they touch different partitions and tables);
-a waiting commit holds new steps back, so a busy agent cannot starve it. A step that
-raises leaves the gate *broken*: part of its outputs may sit in the open transactions,
-so the producer commits nothing more and the watchdog ends the process.
+a waiting commit holds new steps back, so a busy agent cannot starve it. The gate
+counts the steps, so that the commit timer can start a commit as soon as the agents
+have gone quiet after one (:meth:`StepGate.quiet`). A step that raises leaves the gate
+*broken*: part of its outputs may sit in the open transactions, so the producer commits
+nothing more and the watchdog ends the process.
 """
 
 from __future__ import annotations
@@ -29,12 +31,16 @@ class StepGate:
         self._idle.set()
         self._open = asyncio.Event()
         self._open.set()
+        self.started = 0  # steps started so far
+        self.started_at_close = 0  # how many of them the last close took in
+        self._ended = asyncio.Event()  # set each time the last running step ends
 
     @asynccontextmanager
     async def step(self) -> AsyncIterator[None]:
         while not self._open.is_set():
             await self._open.wait()
         self._running += 1
+        self.started += 1
         self._idle.clear()
         try:
             yield
@@ -46,12 +52,28 @@ class StepGate:
             self._running -= 1
             if not self._running:
                 self._idle.set()
+                self._ended.set()
+
+    async def quiet(self, since: int, quiet_s: float) -> None:
+        """Return once a step has started after the ``since``-th and then no step has run
+        for ``quiet_s``: what those steps wrote is ready to commit, and nothing is under
+        way that the commit would wait for."""
+        while True:
+            if self.started > since and not self._running:
+                seen = self.started
+                await asyncio.sleep(quiet_s)
+                if self.started == seen and not self._running:
+                    return
+                continue
+            self._ended.clear()
+            await self._ended.wait()
 
     async def close(self) -> None:
         """Hold new steps back and wait for the running ones (one commit at a time)."""
         if not self._open.is_set():
             raise RuntimeError("the step gate is already closed: one commit at a time")
         self._open.clear()
+        self.started_at_close = self.started
         try:
             await self._idle.wait()
         except BaseException:

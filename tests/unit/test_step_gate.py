@@ -81,3 +81,41 @@ def test_a_step_that_raises_leaves_the_gate_broken() -> None:
 
     broken = asyncio.run(scenario()).broken
     assert isinstance(broken, ValueError)
+
+
+def test_quiet_waits_for_a_step_after_the_mark_and_then_for_no_step_at_all() -> None:
+    async def scenario() -> list[str]:
+        gate, log = StepGate(), []
+
+        async def step(name: str, seconds: float) -> None:
+            async with gate.step():
+                log.append(f"{name} in")
+                await asyncio.sleep(seconds)
+                log.append(f"{name} out")
+
+        await step("before", 0)
+        await gate.close()  # the commit takes "before" in
+        gate.reopen()
+        with pytest.raises(TimeoutError):  # no step since: nothing to commit early
+            await asyncio.wait_for(gate.quiet(gate.started_at_close, 0.001), 0.02)
+
+        async def steps() -> None:
+            await step("a", 0.01)
+            await asyncio.sleep(0.005)  # within the quiet window: not quiet yet
+            await step("b", 0.01)
+
+        running = asyncio.create_task(steps())
+        await gate.quiet(gate.started_at_close, 0.02)
+        log.append("quiet")
+        await running
+        return log
+
+    assert asyncio.run(scenario()) == [
+        "before in",
+        "before out",
+        "a in",
+        "a out",
+        "b in",
+        "b out",
+        "quiet",  # only after the last step, not in the gap between a and b
+    ]
