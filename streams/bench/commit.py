@@ -104,6 +104,23 @@ def machine() -> dict[str, str | int]:
     }
 
 
+def other_partitions(partitions: dict[str, int], own_prefixes: list[str]) -> int:
+    """Partitions on the broker that are not this run's.
+
+    A broker cluttered with other topics measures lower: one that had kept ~12,000
+    partitions of earlier ad-hoc runs used 0.7-1.2 cores at 64 writers and took
+    90 s to start. The report states the count so a run can be judged.
+    """
+    return sum(
+        n for name, n in partitions.items() if not any(name.startswith(p) for p in own_prefixes)
+    )
+
+
+def broker_partitions(settings: DcbSettings) -> dict[str, int]:
+    topics = clients.admin(settings.resolved_bootstrap_servers).list_topics(timeout=15).topics
+    return {name: len(meta.partitions) for name, meta in topics.items()}
+
+
 def run_raw(
     settings: DcbSettings, plan: BenchPlan, tick: Callable[[float], None]
 ) -> list[ScenarioResult]:
@@ -183,6 +200,9 @@ def run_commit_bench(
     settings: DcbSettings, plan: BenchPlan, tick: Callable[[float], None]
 ) -> CommitBenchReport:
     started = datetime.now(UTC)
+    others = other_partitions(
+        broker_partitions(settings), [settings.topics.prefix, settings.worker.app_id]
+    )
     raw = run_raw(settings, plan, tick)
     dcb, hops = run_dcb(settings, plan, tick)
     ratios = {r.key: ratio_to_baseline(r, raw) for r in dcb}
@@ -194,6 +214,7 @@ def run_commit_bench(
             "commit_max_interval_s": settings.worker.commit_max_interval_s,
             "partitions": settings.topics.partitions,
             "tag_partitions": settings.topics.tag_partitions,
+            "broker_other_partitions": others,
         },
         plan=plan,
         raw=raw,

@@ -113,6 +113,7 @@ def commit(
 
 
 PEERS = ("dcb-streams", "eventsourcing-postgres", "umadb")
+CLUTTERED_BROKER = 1000  # other topics' partitions on the broker worth a warning
 
 
 def _peer_systems(
@@ -207,4 +208,10 @@ def _print(report: CommitBenchReport, written: list[Path]) -> None:
         for hop in breakdown.hops:
             hops.add_row(hop.name, f"{hop.p50_ms:.0f}", f"{hop.p99_ms:.0f}")
         console.print(hops)
+    others = report.settings.get("broker_other_partitions", 0)
+    if isinstance(others, int) and others > CLUTTERED_BROKER:
+        console.print(
+            f"[yellow]the broker held {others} partitions of other topics: a cluttered broker "
+            "measures lower (a fresh one: dcb broker stop, then remove its data folder)[/]"
+        )
     console.print("written: " + ", ".join(str(p) for p in written))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.bench.commit import BenchPlan
+from streams.bench.commit import BenchPlan, other_partitions
 from streams.bench.hops import breakdown
 from streams.bench.load import closed_loop
 from streams.bench.stats import Measurement, ScenarioResult, percentile, ratio_to_baseline
@@ -82,3 +82,13 @@ def test_hop_breakdown_follows_the_path_most_attempts_took() -> None:
         "two-phase",
         [10, 10, 10, 10, 30, 5],
     )
+
+
+def test_the_report_counts_the_partitions_of_other_topics_only() -> None:
+    on_broker = {
+        "dcb-bench-ab12.commands": 6,
+        "dcb-bench-ab12-worker-ledgers-changelog": 6,
+        "dcb-bench-ff00.commands": 6,  # an earlier run's leftovers
+        "__consumer_offsets": 50,
+    }
+    assert other_partitions(on_broker, ["dcb-bench-ab12.", "dcb-bench-ab12-worker"]) == 56
