@@ -261,7 +261,10 @@ class RecordingTxnManager:
         self.added.append(tp)
 
 
-def test_table_partitions_are_added_to_an_open_transaction_only() -> None:
+def producer_with_tables(
+    open_txn: RecordingTxnManager, no_txn: RecordingTxnManager
+) -> DeliveryCheckedProducer:
+    """A producer of an app with two tables, transaction ``app-0-2`` open, ``app-1-2`` not."""
     changelogs = {"app-ledgers-changelog": 0, "app-tags-changelog": 1}
     app = SimpleNamespace(
         tables={
@@ -270,20 +273,48 @@ def test_table_partitions_are_added_to_an_open_transaction_only() -> None:
         },
         assignor=SimpleNamespace(group_for_topic=changelogs.__getitem__),
     )
-    open_txn, no_txn = RecordingTxnManager(True), RecordingTxnManager(False)
     producer = DeliveryCheckedProducer.__new__(DeliveryCheckedProducer)
     producer.__dict__.update(
         app=app,
         _table_tps={},
+        pending_sends={},
         _transaction_producers={
             "app-0-2": SimpleNamespace(_txn_manager=open_txn),
             "app-1-2": SimpleNamespace(_txn_manager=no_txn),
         },
     )
+    return producer
+
+
+def test_table_partitions_are_added_to_an_open_transaction_only() -> None:
+    open_txn, no_txn = RecordingTxnManager(True), RecordingTxnManager(False)
+    producer = producer_with_tables(open_txn, no_txn)
     producer._add_table_partitions("app-0-2")
     producer._add_table_partitions("app-1-2")
     assert open_txn.added == [TP("app-ledgers-changelog", 2)]
     assert no_txn.added == []
+
+
+def test_a_transactional_send_adds_its_table_partitions_and_is_kept_for_the_commit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def faust_send(*args: Any, **kwargs: Any) -> asyncio.Future[str]:
+        sent: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        sent.set_result("metadata")
+        return sent
+
+    monkeypatch.setattr(driver.Producer, "send", faust_send)
+    open_txn, no_txn = RecordingTxnManager(True), RecordingTxnManager(False)
+    producer = producer_with_tables(open_txn, no_txn)
+
+    async def scenario() -> None:
+        await producer.send("out", b"k", b"v", None, None, None, transactional_id="app-0-2")
+        await producer.send("out", b"k", b"v", None, None, None)  # outside any transaction
+
+    asyncio.run(scenario())
+    assert open_txn.added == [TP("app-ledgers-changelog", 2)]
+    assert list(producer.pending_sends) == ["app-0-2"]  # the commit waits for it
+    assert len(producer.pending_sends["app-0-2"]) == 1
 
 
 def test_steps_run_while_the_broker_commits_and_send_into_the_next_transaction() -> None:
