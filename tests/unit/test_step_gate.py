@@ -9,15 +9,19 @@ import pytest
 from streams.kafka.step_gate import StepGate
 
 
+async def logged_step(gate: StepGate, log: list[str], name: str, seconds: float) -> None:
+    async with gate.step():
+        log.append(f"{name} in")
+        await asyncio.sleep(seconds)
+        log.append(f"{name} out")
+
+
 def test_a_close_waits_for_running_steps_and_holds_new_ones_until_reopened() -> None:
     async def scenario() -> list[str]:
         gate, log = StepGate(), []
 
         async def step(name: str, seconds: float) -> None:
-            async with gate.step():
-                log.append(f"{name} in")
-                await asyncio.sleep(seconds)
-                log.append(f"{name} out")
+            await logged_step(gate, log, name, seconds)
 
         first = asyncio.create_task(step("a", 0.02))
         second = asyncio.create_task(step("b", 0.01))
@@ -88,10 +92,7 @@ def test_quiet_waits_for_a_step_after_the_mark_and_then_for_no_step_at_all() -> 
         gate, log = StepGate(), []
 
         async def step(name: str, seconds: float) -> None:
-            async with gate.step():
-                log.append(f"{name} in")
-                await asyncio.sleep(seconds)
-                log.append(f"{name} out")
+            await logged_step(gate, log, name, seconds)
 
         await step("before", 0)
         await gate.close()  # the commit takes "before" in
