@@ -66,7 +66,12 @@ class TopicSettings(BaseModel):
     partitions: int = Field(
         6, description="commands, allocations, resolutions, events, certificates, results"
     )
-    tag_partitions: int = Field(12, description="tag deliveries (spread by serviceId + tag)")
+    tag_partitions: int = Field(
+        12,
+        description="tag deliveries (spread by serviceId + tag): more let more workers share "
+        "the tag work; fewer commit multi-tag events faster on one worker (one transaction "
+        "per tag partition)",
+    )
     dead_letter_partitions: int = 3
     replication_factor: int = 1
 
