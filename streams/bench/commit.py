@@ -24,7 +24,7 @@ from streams.bench.stats import ScenarioResult, ratio_to_baseline
 from streams.codec import codec_from_settings
 from streams.kafka import clients
 from streams.kafka.topic_admin import ensure_topics
-from streams.kafka.topic_catalog import TopicLayout
+from streams.kafka.topic_catalog import TopicLayout, owned, owned_prefixes
 from streams.model.records import Command, CommitAttempt, EventData
 from streams.sdk import DcbClient
 from streams.settings import DcbSettings
@@ -111,9 +111,7 @@ def other_partitions(partitions: dict[str, int], own_prefixes: list[str]) -> int
     partitions of earlier ad-hoc runs used 0.7-1.2 cores at 64 writers and took
     90 s to start. The report states the count so a run can be judged.
     """
-    return sum(
-        n for name, n in partitions.items() if not any(name.startswith(p) for p in own_prefixes)
-    )
+    return sum(n for name, n in partitions.items() if not owned(name, own_prefixes))
 
 
 def broker_partitions(settings: DcbSettings) -> dict[str, int]:
@@ -200,9 +198,7 @@ def run_commit_bench(
     settings: DcbSettings, plan: BenchPlan, tick: Callable[[float], None]
 ) -> CommitBenchReport:
     started = datetime.now(UTC)
-    others = other_partitions(
-        broker_partitions(settings), [settings.topics.prefix, settings.worker.app_id]
-    )
+    others = other_partitions(broker_partitions(settings), owned_prefixes(settings))
     raw = run_raw(settings, plan, tick)
     dcb, hops = run_dcb(settings, plan, tick)
     ratios = {r.key: ratio_to_baseline(r, raw) for r in dcb}

@@ -23,6 +23,7 @@ from streams.cli.output import console, emit, reported
 from streams.cli.services import embedded_broker, running_worker
 from streams.kafka import clients
 from streams.kafka.topic_admin import delete_topics_with_prefix
+from streams.kafka.topic_catalog import owned_prefixes
 from streams.settings import DcbSettings
 
 app = typer.Typer(
@@ -102,7 +103,7 @@ def commit(
             finally:
                 delete_topics_with_prefix(
                     clients.admin(settings.resolved_bootstrap_servers),
-                    [settings.topics.prefix, settings.worker.app_id],
+                    owned_prefixes(settings),
                 )
         written = [write_json(report, out)]
         try:

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from streams.errors import TopicAdminError, TopicConfigMismatchError
-from streams.kafka.topic_catalog import TopicLayout
+from streams.kafka.topic_catalog import TopicLayout, owned
 
 log = logging.getLogger(__name__)
 
@@ -150,11 +150,7 @@ def delete_topics_with_prefix(
     client: AdminClient, prefixes: Sequence[str], timeout_s: float = 30.0
 ) -> list[str]:
     """Delete every topic whose name starts with one of ``prefixes`` (a bench's own topics)."""
-    names = [
-        name
-        for name in client.list_topics(timeout=timeout_s).topics
-        if any(name.startswith(p) for p in prefixes)
-    ]
+    names = [name for name in client.list_topics(timeout=timeout_s).topics if owned(name, prefixes)]
     if names:
         for future in client.delete_topics(names, operation_timeout=timeout_s).values():
             future.result()

@@ -5,13 +5,14 @@ Pure data derived from settings; :mod:`streams.kafka.topic_admin` creates them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from aiokafka.partitioner import murmur2
 
 from streams.model import records
-from streams.settings import TopicSettings
+from streams.settings import DcbSettings, TopicSettings
 
 
 class TopicRole(StrEnum):
@@ -101,3 +102,13 @@ def key_partition(key: bytes, partitions: int) -> int:
     gives ``key``: so a reader can follow one service's partition only."""
     hashed: int = murmur2(key)
     return (hashed & 0x7FFFFFFF) % partitions
+
+
+def owned_prefixes(settings: DcbSettings) -> list[str]:
+    """The name prefixes of every topic these settings make: the commit path's topics and
+    the worker's table changelogs (a bench run deletes them by these)."""
+    return [settings.topics.prefix, settings.worker.app_id]
+
+
+def owned(name: str, prefixes: Sequence[str]) -> bool:
+    return any(name.startswith(p) for p in prefixes)

@@ -16,6 +16,7 @@ from streams.infra.broker import EmbeddedBroker
 from streams.infra.worker_process import WorkerProcess
 from streams.kafka import clients
 from streams.kafka.topic_admin import delete_topics_with_prefix
+from streams.kafka.topic_catalog import owned_prefixes
 from streams.model.records import AppendCondition, EventData, QueryItem
 from streams.model.suid import format_suid, parse_suid
 from streams.sdk import DcbClient, SequencedEvent
@@ -121,7 +122,7 @@ class DcbStreams(PeerSystem):
     def _delete_topics(self) -> None:
         delete_topics_with_prefix(
             clients.admin(self.settings.resolved_bootstrap_servers),
-            [self.settings.topics.prefix, self.settings.worker.app_id],
+            owned_prefixes(self.settings),
         )
 
     def stop(self) -> None:
