@@ -42,10 +42,12 @@ integration: system-deps $(STAMP)
 test: system-deps $(STAMP) lint
 	$(BIN)/pytest
 
-# Commit throughput and latency beside raw transactional Kafka, on this machine:
-# bench/results/commit.json and commit.png (a few minutes; not part of `make test`).
+# Commit throughput and latency beside raw transactional Kafka, then how cost grows with
+# workers and tag partitions, on this machine: bench/results/commit.{json,png} and
+# scale.{json,png} (about 11 minutes; not part of `make test`).
 bench: system-deps $(STAMP)
 	$(BIN)/dcb bench commit
+	$(BIN)/dcb bench scale
 
 # The DCB course-subscription workload on dcb-streams, eventsourcing on PostgreSQL and
 # UmaDB, one after another: bench/results/peers.{json,png,md} (about 6 minutes).

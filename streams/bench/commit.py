@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, Field
 
 from streams.bench.hops import HopBreakdown, HopTracer
-from streams.bench.load import closed_loop
+from streams.bench.load import Operation, closed_loop
 from streams.bench.raw import TransactionalRoundTrip
 from streams.bench.stats import ScenarioResult, ratio_to_baseline
 from streams.codec import codec_from_settings
@@ -41,6 +41,10 @@ class BenchPlan(BaseModel):
     services: list[int] = Field(default_factory=lambda: [1, 100])
     warmup_s: float = 3.0
     measure_s: float = 10.0
+    # Unmeasured, at the plan's largest load, before each system's scenarios: a fresh
+    # broker JVM compiles for its first ~20 s of load (its JIT threads took half of its
+    # CPU then, ~0.04 cores after), which slowed whichever scenarios came first.
+    warm_pass_s: float = 20.0
 
     def scenarios(self) -> Iterator[tuple[int, int, int]]:
         for services in self.services:
@@ -56,7 +60,7 @@ class BenchPlan(BaseModel):
     @property
     def seconds(self) -> float:
         runs = len(list(self.scenarios())) + len(self.writers) + len(self.traced())
-        return runs * (self.warmup_s + self.measure_s)
+        return runs * (self.warmup_s + self.measure_s) + 2 * self.warm_pass_s
 
 
 class CommitBenchReport(BaseModel):
@@ -129,6 +133,7 @@ def run_raw(
     value = command_bytes(settings, max(plan.tags))
     loop = TransactionalRoundTrip(bootstrap, topic)
     try:
+        closed_loop(max(plan.writers), lambda _w, _s: loop.send(value), plan.warm_pass_s, 0, tick)
         return [
             ScenarioResult.of(
                 "raw",
@@ -145,15 +150,10 @@ def run_raw(
         loop.close()
 
 
-def _dcb_scenario(
-    views: list[DcbClient],
-    writers: int,
-    tags: int,
-    services: int,
-    plan: BenchPlan,
-    tick: Callable[[float], None],
-    tracer: HopTracer | None,
-) -> ScenarioResult:
+def appends(
+    views: list[DcbClient], writers: int, tags: int, services: int, tracer: HopTracer | None
+) -> Operation:
+    """Each writer's next append: one event of ``tags`` tags, services taken in turn."""
     rngs = [random.Random(w) for w in range(writers)]
 
     def append(w: int, seq: int) -> None:
@@ -163,7 +163,20 @@ def _dcb_scenario(
         if tracer is not None:
             tracer.sent(result.attempt_id, sent, datetime.now(UTC))
 
-    measured = closed_loop(writers, append, plan.warmup_s, plan.measure_s, tick)
+    return append
+
+
+def _dcb_scenario(
+    views: list[DcbClient],
+    writers: int,
+    tags: int,
+    services: int,
+    plan: BenchPlan,
+    tick: Callable[[float], None],
+    tracer: HopTracer | None,
+) -> ScenarioResult:
+    operation = appends(views, writers, tags, services, tracer)
+    measured = closed_loop(writers, operation, plan.warmup_s, plan.measure_s, tick)
     return ScenarioResult.of("dcb", writers, tags, services, measured)
 
 
@@ -181,6 +194,14 @@ def run_dcb(
     with DcbClient(service_id=f"bench-{run_id}-0", settings=settings, timeout_s=60) as root:
         services = max(plan.services)
         views = [root] + [root.for_service(f"bench-{run_id}-{i}") for i in range(1, services)]
+        busiest = max(plan.writers)
+        closed_loop(
+            busiest,
+            appends(views, busiest, max(plan.tags), services, None),
+            plan.warm_pass_s,
+            0,
+            tick,
+        )
         for writers, tags, services in plan.scenarios():
             results.append(_dcb_scenario(views, writers, tags, services, plan, tick, None))
         for writers, tags, services in plan.traced():

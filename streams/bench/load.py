@@ -21,10 +21,13 @@ def closed_loop(
     warmup_s: float,
     measure_s: float,
     tick: Callable[[float], None] = lambda _: None,
+    on_window: Callable[[bool], None] | None = None,
 ) -> Measurement:
     """Run ``operation`` from ``writers`` threads for ``warmup_s + measure_s`` seconds.
 
-    ``tick`` gets the seconds elapsed since the last call (for a progress bar).
+    ``tick`` gets the seconds elapsed since the last call (for a progress bar);
+    ``on_window`` is called with True as the measured window opens and False as it
+    closes (to sample what the window cost, e.g. CPU).
     """
     start = time.perf_counter()
     window = (start + warmup_s, start + warmup_s + measure_s)
@@ -50,12 +53,21 @@ def closed_loop(
     threads = [threading.Thread(target=writer, args=(w,), daemon=True) for w in range(writers)]
     for thread in threads:
         thread.start()
+    edges = list(window) if on_window is not None else []
+
+    def cross(now: float) -> None:
+        while edges and now >= edges[0] and on_window is not None:
+            edges.pop(0)
+            on_window(bool(edges))
+
     last = start
     while any(t.is_alive() for t in threads):
-        time.sleep(0.25)
+        time.sleep(min([0.25] + [max(0.0, edge - time.perf_counter()) for edge in edges[:1]]))
         now = time.perf_counter()
+        cross(now)
         tick(now - last)
         last = now
+    cross(float("inf"))
     samples = [x for per_writer in latencies for x in per_writer]
     return Measurement(
         completed=len(samples), failed=sum(failures), window_s=measure_s, latencies_ms=samples

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from streams.bench.commit import CommitBenchReport
+from streams.bench.scale import ScaleBenchReport
 from streams.errors import DcbError
 
 
@@ -66,14 +67,11 @@ def rate_and_p99_plot(
     return path
 
 
-def write_plot(report: CommitBenchReport, out_dir: Path) -> Path:
-    """Events/s and p99 latency against writers: one line per scenario family, raw dashed."""
-    families: dict[str, list[tuple[int, float, float]]] = {}
-    for r in report.dcb:
-        families.setdefault(r.label, []).append((r.writers, r.events_per_s, r.p99_ms))
-    families["raw transactional produce->consume"] = [
-        (r.writers, r.events_per_s, r.p99_ms) for r in report.raw
-    ]
+def families_drawn(
+    families: dict[str, list[tuple[int, float, float]]],
+) -> Callable[[Any, Any], None]:
+    """A ``draw`` for :func:`rate_and_p99_plot`: one line per family of (writers, rate, p99);
+    a family whose label starts with "raw" is dashed."""
 
     def draw(rate: Any, p99: Any) -> None:
         for label, points in families.items():
@@ -83,6 +81,17 @@ def write_plot(report: CommitBenchReport, out_dir: Path) -> Path:
             rate.plot(writers, [p[1] for p in points], style, marker="o", label=label)
             p99.plot(writers, [p[2] for p in points], style, marker="o", label=label)
 
+    return draw
+
+
+def write_plot(report: CommitBenchReport, out_dir: Path) -> Path:
+    """Events/s and p99 latency against writers: one line per scenario family, raw dashed."""
+    families: dict[str, list[tuple[int, float, float]]] = {}
+    for r in report.dcb:
+        families.setdefault(r.label, []).append((r.writers, r.events_per_s, r.p99_ms))
+    families["raw transactional produce->consume"] = [
+        (r.writers, r.events_per_s, r.p99_ms) for r in report.raw
+    ]
     m = report.machine
     return rate_and_p99_plot(
         out_dir / "commit.png",
@@ -90,5 +99,25 @@ def write_plot(report: CommitBenchReport, out_dir: Path) -> Path:
         ("committed events/s", "events/s"),
         ("p99 commit latency", "ms"),
         250,
-        draw,
+        families_drawn(families),
+    )
+
+
+def write_scale_plot(report: ScaleBenchReport, out_dir: Path) -> Path:
+    """Events/s and p99 latency against writers: one line per layout."""
+    families: dict[str, list[tuple[int, float, float]]] = {}
+    for r in report.results:
+        label = f"{r.workers} worker(s), {r.tag_partitions} tag partition(s)"
+        families.setdefault(label, []).append(
+            (r.result.writers, r.result.events_per_s, r.result.p99_ms)
+        )
+    m, plan = report.machine, report.plan
+    return rate_and_p99_plot(
+        out_dir / "scale.png",
+        f"dcb bench scale: {plan.tags} tag(s) per event, {plan.services} services; "
+        f"{m['cpus']} CPUs, {m['platform']}",
+        ("committed events/s", "events/s"),
+        ("p99 commit latency", "ms"),
+        250,
+        families_drawn(families),
     )

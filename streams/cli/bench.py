@@ -18,7 +18,8 @@ from streams.bench.peers.bench import PeerBenchReport, PeerPlan, run_peers_bench
 from streams.bench.peers.dcb_streams import DcbStreams
 from streams.bench.peers.eventsourcing_pg import EventsourcingPostgres
 from streams.bench.peers.umadb import UmaDb
-from streams.bench.report import PlotUnavailableError, write_json, write_plot
+from streams.bench.report import PlotUnavailableError, write_json, write_plot, write_scale_plot
+from streams.bench.scale import ScaleBenchReport, ScalePlan, run_scale_bench
 from streams.cli.output import console, emit, reported
 from streams.cli.services import embedded_broker, running_worker
 from streams.kafka import clients
@@ -70,6 +71,10 @@ def commit(
     services: Annotated[str, typer.Option(help="Services the writers spread over.")] = "1,100",
     warmup: Annotated[float, typer.Option(help="Seconds of warm-up per scenario.")] = 3.0,
     measure: Annotated[float, typer.Option(help="Seconds measured per scenario.")] = 10.0,
+    warm_pass: Annotated[
+        float,
+        typer.Option(help="Unmeasured seconds at the largest load before each system's runs."),
+    ] = 20.0,
     out: Annotated[Path, typer.Option(help="Folder of commit.json and commit.png.")] = Path(
         "bench/results"
     ),
@@ -85,6 +90,7 @@ def commit(
         services=_ints(services),
         warmup_s=warmup,
         measure_s=measure,
+        warm_pass_s=warm_pass,
     )
     run = uuid.uuid4().hex[:8]
     with (
@@ -111,6 +117,84 @@ def commit(
         except PlotUnavailableError as exc:
             console.print(f"[yellow]{exc}[/]")
         emit(as_json, report.model_dump(mode="json"), lambda: _print(report, written))
+
+
+@app.command()
+def scale(
+    workers: Annotated[str, typer.Option(help="Worker process counts.")] = "1,2",
+    tag_partitions: Annotated[str, typer.Option(help="Tag partition counts.")] = "1,12",
+    writers: Annotated[str, typer.Option(help="Concurrent writer counts.")] = "8,64",
+    tags: Annotated[int, typer.Option(min=1, help="Tags per event.")] = 3,
+    services: Annotated[int, typer.Option(min=1, help="Services the writers spread over.")] = 100,
+    warmup: Annotated[float, typer.Option(help="Seconds of warm-up per scenario.")] = 3.0,
+    measure: Annotated[float, typer.Option(help="Seconds measured per scenario.")] = 10.0,
+    warm_pass: Annotated[
+        float, typer.Option(help="Unmeasured seconds at the largest load per layout.")
+    ] = 20.0,
+    out: Annotated[Path, typer.Option(help="Folder of scale.json and scale.png.")] = Path(
+        "bench/results"
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """How cost grows with worker processes and tag partitions (events/s, latency, CPU)."""
+    plan = ScalePlan(
+        workers=_ints(workers),
+        tag_partitions=_ints(tag_partitions),
+        writers=_ints(writers),
+        tags=tags,
+        services=services,
+        warmup_s=warmup,
+        measure_s=measure,
+        warm_pass_s=warm_pass,
+    )
+    run = uuid.uuid4().hex[:8]
+    with (
+        reported(as_json),
+        tempfile.TemporaryDirectory(prefix="dcb-bench-scale-") as scratch,
+    ):
+        settings = _bench_settings(run, Path(scratch) / "worker")
+        with embedded_broker(settings, False, as_json), _progress(as_json) as bar:
+            task = bar.add_task("benchmarking layouts", total=plan.seconds)
+            report = run_scale_bench(
+                settings, plan, Path(scratch), out, lambda s: bar.advance(task, s)
+            )
+        written = [write_json(report, out, "scale.json")]
+        try:
+            written.append(write_scale_plot(report, out))
+        except PlotUnavailableError as exc:
+            console.print(f"[yellow]{exc}[/]")
+        emit(as_json, report.model_dump(mode="json"), lambda: _print_scale(report, written))
+
+
+def _print_scale(report: ScaleBenchReport, written: list[Path]) -> None:
+    table = Table(
+        "workers",
+        "tag partitions",
+        "writers",
+        "events/s",
+        "p50 ms",
+        "p99 ms",
+        "failed",
+        "broker cores",
+        "worker cores",
+        "CPU ms/event",
+    )
+    for r in report.results:
+        s = r.result
+        table.add_row(
+            str(r.workers),
+            str(r.tag_partitions),
+            str(s.writers),
+            f"{s.events_per_s:.1f}",
+            f"{s.p50_ms:.0f}",
+            f"{s.p99_ms:.0f}",
+            str(s.failed),
+            f"{r.broker_cores:.2f}",
+            " + ".join(f"{c:.2f}" for c in r.worker_cores),
+            f"{r.cpu_ms_per_event:.1f}" if r.cpu_ms_per_event is not None else "",
+        )
+    console.print(table)
+    console.print("written: " + ", ".join(str(p) for p in written))
 
 
 PEERS = ("dcb-streams", "eventsourcing-postgres", "umadb")

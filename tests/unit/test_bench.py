@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 
 import pytest
@@ -12,7 +13,9 @@ from hypothesis import strategies as st
 from streams.bench.commit import BenchPlan, other_partitions
 from streams.bench.hops import breakdown
 from streams.bench.load import closed_loop
+from streams.bench.scale import CpuWindow, ScalePlan, cost, layout_settings
 from streams.bench.stats import Measurement, ScenarioResult, percentile, ratio_to_baseline
+from streams.settings import DcbSettings
 
 
 @given(st.lists(st.floats(0, 1e6), min_size=1, max_size=200), st.floats(0.01, 100))
@@ -44,7 +47,8 @@ def test_plan_runs_every_combination_once() -> None:
     combos = list(plan.scenarios())
     assert len(combos) == len(set(combos)) == 8
     assert plan.traced() == [(8, 1, 1), (8, 3, 1)]
-    assert plan.seconds == (8 + 2 + 2) * 3  # + the raw baseline per writer count + traces
+    # + the raw baseline per writer count + traces + one warm pass per system
+    assert plan.seconds == (8 + 2 + 2) * 3 + 2 * plan.warm_pass_s
 
 
 def test_only_planned_scenarios_get_a_traced_pass() -> None:
@@ -62,7 +66,18 @@ def test_closed_loop_counts_only_the_window() -> None:
         if writer == 1 and seq % 2:
             raise RuntimeError("every other call of writer 1 fails")
 
-    m = closed_loop(2, op, warmup_s=0.2, measure_s=0.5)
+    edges: list[tuple[bool, float]] = []
+    start = time.perf_counter()
+    m = closed_loop(
+        2,
+        op,
+        warmup_s=0.2,
+        measure_s=0.5,
+        on_window=lambda o: edges.append((o, time.perf_counter())),
+    )
+    assert [opened for opened, _ in edges] == [True, False]
+    assert edges[0][1] - start == pytest.approx(0.2, abs=0.05)
+    assert edges[1][1] - start == pytest.approx(0.7, abs=0.05)
     assert m.window_s == 0.5
     assert 0 < m.completed < len(calls)  # warm-up calls are not counted
     assert m.failed > 0
@@ -92,3 +107,53 @@ def test_the_report_counts_the_partitions_of_other_topics_only() -> None:
         "__consumer_offsets": 50,
     }
     assert other_partitions(on_broker, ["dcb-bench-ab12.", "dcb-bench-ab12-worker"]) == 56
+
+
+def test_scale_plan_runs_every_layout_once_with_a_warm_pass_each() -> None:
+    plan = ScalePlan(workers=[1, 2], tag_partitions=[1, 12], writers=[8, 64], warmup_s=1)
+    assert list(plan.layouts()) == [(1, 1), (1, 12), (2, 1), (2, 12)]
+    assert plan.seconds == 4 * (plan.warm_pass_s + 2 * (1 + plan.measure_s))
+
+
+def test_a_layout_gets_topics_and_a_group_of_its_own() -> None:
+    base = DcbSettings()
+    one, other = layout_settings(base, 1, 12), layout_settings(base, 2, 12)
+    assert (
+        one.topics.tag_partitions == 12 and layout_settings(base, 1, 1).topics.tag_partitions == 1
+    )
+    assert one.topics.prefix.startswith(base.topics.prefix)
+    assert one.topics.prefix != other.topics.prefix
+    assert one.worker.app_id != other.worker.app_id
+    assert one.topics.partitions == base.topics.partitions
+
+
+def test_layout_cost_counts_every_process_against_the_committed_events() -> None:
+    scenario = ScenarioResult(
+        system="dcb",
+        writers=8,
+        tags=3,
+        services=100,
+        events_per_s=20.0,
+        p50_ms=1,
+        p99_ms=2,
+        completed=200,
+        failed=0,
+    )
+    cpu_s = {"broker": 6.0, "worker-0": 5.0, "worker-1": 3.0}
+    r = cost(2, 12, scenario, cpu_s, measure_s=10)
+    assert r.broker_cores == 0.6
+    assert r.worker_cores == [0.5, 0.3]
+    assert r.cpu_ms_per_event == 70.0  # 14 CPU seconds over 200 events
+    idle = scenario.model_copy(update={"completed": 0})
+    assert cost(1, 1, idle, {"worker-0": 1.0}, 10).cpu_ms_per_event is None
+    assert cost(2, 1, scenario, {"worker-0": 1.0}, 10).worker_cores == [0.1, 0.0]
+
+
+def test_cpu_window_spends_what_the_window_used() -> None:
+    window = CpuWindow({"me": [os.getpid()]})
+    window(True)
+    deadline = time.process_time() + 0.2
+    while time.process_time() < deadline:
+        pass
+    window(False)
+    assert window.spent["me"] >= 0.15

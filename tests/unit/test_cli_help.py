@@ -25,6 +25,7 @@ COMMANDS = [
     ["bench"],
     ["bench", "commit"],
     ["bench", "peers"],
+    ["bench", "scale"],
 ]
 
 
