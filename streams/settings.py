@@ -64,7 +64,10 @@ class TopicSettings(BaseModel):
 
     prefix: str = Field("dcb.", description="prepended to every topic name")
     partitions: int = Field(
-        6, description="commands, allocations, resolutions, events, certificates, results"
+        6,
+        description="commands, allocations, resolutions, events, certificates, results "
+        "(one transaction per partition: fewer make one worker faster, more let more "
+        "workers share the ledgers; dcb bench scale)",
     )
     tag_partitions: int = Field(
         12,

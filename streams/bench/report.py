@@ -107,8 +107,7 @@ def write_scale_plot(report: ScaleBenchReport, out_dir: Path) -> Path:
     """Events/s and p99 latency against writers: one line per layout."""
     families: dict[str, list[tuple[int, float, float]]] = {}
     for r in report.results:
-        label = f"{r.workers} worker(s), {r.tag_partitions} tag partition(s)"
-        families.setdefault(label, []).append(
+        families.setdefault(r.layout.label, []).append(
             (r.result.writers, r.result.events_per_s, r.result.p99_ms)
         )
     m, plan = report.machine, report.plan

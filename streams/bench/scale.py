@@ -1,11 +1,11 @@
-"""``dcb bench scale``: how the commit path's cost grows with workers and tag partitions.
+"""``dcb bench scale``: how the commit path's cost grows with workers and partitions.
 
 DESIGN §8: services spread over partitions, processors over consumer-group members, tags
 over tag partitions. ``dcb bench commit`` varies writers, tags and services on one worker;
-this bench varies the layout. Each layout (worker processes x tag partitions) gets topics
-of its own and fresh workers in one consumer group, a warm pass at the largest load (the
-group settles, a second worker's partitions are restored), then one measured closed loop
-per writer count. Cost is reported as CPU: the broker's and each worker's, in cores over
+this bench varies the layout. Each layout (worker processes x partitions x tag partitions)
+gets topics of its own and fresh workers in one consumer group, a warm pass at the largest
+load (the group settles, a second worker's partitions are restored), then one measured
+closed loop per writer count. Cost is reported as CPU: the broker's and each worker's, in cores over
 the measured window, and in CPU milliseconds per committed event.
 """
 
@@ -31,9 +31,41 @@ from streams.sdk import DcbClient
 from streams.settings import DcbSettings
 
 
+class Layout(BaseModel):
+    """Worker processes in one group, and the partition counts of the topics they share."""
+
+    workers: int = Field(ge=1)
+    partitions: int = Field(ge=1)  # the per-service topics: commands, resolutions, events...
+    tag_partitions: int = Field(ge=1)
+
+    @classmethod
+    def parse(cls, text: str) -> Layout:
+        """``WORKERSxPARTITIONSxTAG_PARTITIONS``, e.g. ``2x6x12``."""
+        parts = text.strip().lower().split("x")
+        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+            raise ValueError(f"a layout is WORKERSxPARTITIONSxTAG_PARTITIONS, got {text!r}")
+        workers, partitions, tag_partitions = (int(p) for p in parts)
+        return cls(workers=workers, partitions=partitions, tag_partitions=tag_partitions)
+
+    @property
+    def name(self) -> str:
+        return f"w{self.workers}-p{self.partitions}-tp{self.tag_partitions}"
+
+    @property
+    def label(self) -> str:
+        return (
+            f"{self.workers} worker(s), {self.partitions} partition(s), "
+            f"{self.tag_partitions} tag partition(s)"
+        )
+
+
+DEFAULT_LAYOUTS = ("1x6x12", "1x6x1", "1x1x1", "2x6x12", "2x6x1")  # the first: the defaults
+
+
 class ScalePlan(BaseModel):
-    workers: list[int] = Field(default_factory=lambda: [1, 2])
-    tag_partitions: list[int] = Field(default_factory=lambda: [1, 12])
+    layouts: list[Layout] = Field(
+        default_factory=lambda: [Layout.parse(text) for text in DEFAULT_LAYOUTS]
+    )
     writers: list[int] = Field(default_factory=lambda: [8, 64])
     tags: int = 3
     services: int = 100
@@ -41,21 +73,14 @@ class ScalePlan(BaseModel):
     measure_s: float = 10.0
     warm_pass_s: float = 20.0
 
-    def layouts(self) -> Iterator[tuple[int, int]]:
-        """(workers, tag partitions), every combination once."""
-        for workers in self.workers:
-            for tag_partitions in self.tag_partitions:
-                yield workers, tag_partitions
-
     @property
     def seconds(self) -> float:
         per_layout = self.warm_pass_s + len(self.writers) * (self.warmup_s + self.measure_s)
-        return len(list(self.layouts())) * per_layout
+        return len(self.layouts) * per_layout
 
 
 class LayoutResult(BaseModel):
-    workers: int
-    tag_partitions: int
+    layout: Layout
     result: ScenarioResult
     broker_cores: float
     worker_cores: list[float]  # one per worker process: a 0 means it got no partitions
@@ -69,17 +94,16 @@ class ScaleBenchReport(BaseModel):
     results: list[LayoutResult]
 
 
-def layout_name(workers: int, tag_partitions: int) -> str:
-    return f"w{workers}-tp{tag_partitions}"
-
-
-def layout_settings(base: DcbSettings, workers: int, tag_partitions: int) -> DcbSettings:
+def layout_settings(base: DcbSettings, layout: Layout) -> DcbSettings:
     """``base`` with topics and a consumer group of this layout's own."""
-    name = layout_name(workers, tag_partitions)
     topics = base.topics.model_copy(
-        update={"prefix": f"{base.topics.prefix}{name}.", "tag_partitions": tag_partitions}
+        update={
+            "prefix": f"{base.topics.prefix}{layout.name}.",
+            "partitions": layout.partitions,
+            "tag_partitions": layout.tag_partitions,
+        }
     )
-    worker = base.worker.model_copy(update={"app_id": f"{base.worker.app_id}-{name}"})
+    worker = base.worker.model_copy(update={"app_id": f"{base.worker.app_id}-{layout.name}"})
     return base.model_copy(update={"topics": topics, "worker": worker})
 
 
@@ -100,18 +124,15 @@ class CpuWindow:
 
 
 def cost(
-    workers: int,
-    tag_partitions: int,
-    result: ScenarioResult,
-    cpu_s: dict[str, float],
-    measure_s: float,
+    layout: Layout, result: ScenarioResult, cpu_s: dict[str, float], measure_s: float
 ) -> LayoutResult:
     """The layout's result with its CPU as cores and as milliseconds per committed event."""
-    worker_cores = [round(cpu_s.get(f"worker-{i}", 0.0) / measure_s, 2) for i in range(workers)]
+    worker_cores = [
+        round(cpu_s.get(f"worker-{i}", 0.0) / measure_s, 2) for i in range(layout.workers)
+    ]
     total_s = sum(cpu_s.values())
     return LayoutResult(
-        workers=workers,
-        tag_partitions=tag_partitions,
+        layout=layout,
         result=result,
         broker_cores=round(cpu_s.get("broker", 0.0) / measure_s, 2),
         worker_cores=worker_cores,
@@ -120,15 +141,17 @@ def cost(
 
 
 @contextmanager
-def _workers(settings: DcbSettings, count: int, scratch: Path, logs: Path) -> Iterator[list[int]]:
-    """``count`` workers in one group on ``settings``' topics; yields their pids.
+def _workers(
+    settings: DcbSettings, layout: Layout, scratch: Path, logs: Path
+) -> Iterator[list[int]]:
+    """The layout's workers in one group on ``settings``' topics; yields their pids.
 
     Each logs to ``logs/scale-<layout>-<n>.log``, overwritten by the next run."""
     ensure_topics(clients.admin(settings.resolved_bootstrap_servers), topic_specs(settings.topics))
-    name = layout_name(count, settings.topics.tag_partitions)
+    name = layout.name
     with ExitStack() as stack:
         pids = []
-        for i in range(count):
+        for i in range(layout.workers):
             own = settings.worker.model_copy(update={"data_dir": scratch / f"{name}-{i}"})
             worker = WorkerProcess(
                 settings.model_copy(update={"worker": own}), logs / f"scale-{name}-{i}.log"
@@ -141,20 +164,19 @@ def _workers(settings: DcbSettings, count: int, scratch: Path, logs: Path) -> It
 
 def run_layout(
     base: DcbSettings,
-    workers: int,
-    tag_partitions: int,
+    layout: Layout,
     plan: ScalePlan,
     paths: tuple[Path, Path],
     tick: Callable[[float], None],
 ) -> list[LayoutResult]:
     """Every writer count of ``plan`` on one layout, then its topics are deleted."""
-    settings = layout_settings(base, workers, tag_partitions)
+    settings = layout_settings(base, layout)
     scratch, logs = paths
     broker_pid = EmbeddedBroker(settings.broker).status().pid
     results = []
     try:
         with (
-            _workers(settings, workers, scratch, logs) as pids,
+            _workers(settings, layout, scratch, logs) as pids,
             DcbClient(service_id="scale-0", settings=settings, timeout_s=60) as root,
         ):
             views = [root] + [root.for_service(f"scale-{i}") for i in range(1, plan.services)]
@@ -169,9 +191,7 @@ def run_layout(
                 operation = appends(views, writers, plan.tags, plan.services, None)
                 m = closed_loop(writers, operation, plan.warmup_s, plan.measure_s, tick, window)
                 scenario = ScenarioResult.of("dcb", writers, plan.tags, plan.services, m)
-                results.append(
-                    cost(workers, tag_partitions, scenario, window.spent, plan.measure_s)
-                )
+                results.append(cost(layout, scenario, window.spent, plan.measure_s))
     finally:
         admin = clients.admin(settings.resolved_bootstrap_servers)
         delete_topics_with_prefix(admin, owned_prefixes(settings))
@@ -188,6 +208,6 @@ def run_scale_bench(
     """Every layout of ``plan``, each on topics under ``settings``' prefix."""
     started = datetime.now(UTC)
     results = []
-    for workers, tag_partitions in plan.layouts():
-        results += run_layout(settings, workers, tag_partitions, plan, (scratch, logs), tick)
+    for layout in plan.layouts:
+        results += run_layout(settings, layout, plan, (scratch, logs), tick)
     return ScaleBenchReport(started_at=started, machine=machine(), plan=plan, results=results)

@@ -19,7 +19,13 @@ from streams.bench.peers.dcb_streams import DcbStreams
 from streams.bench.peers.eventsourcing_pg import EventsourcingPostgres
 from streams.bench.peers.umadb import UmaDb
 from streams.bench.report import PlotUnavailableError, write_json, write_plot, write_scale_plot
-from streams.bench.scale import ScaleBenchReport, ScalePlan, run_scale_bench
+from streams.bench.scale import (
+    DEFAULT_LAYOUTS,
+    Layout,
+    ScaleBenchReport,
+    ScalePlan,
+    run_scale_bench,
+)
 from streams.cli.output import console, emit, reported
 from streams.cli.services import embedded_broker, running_worker
 from streams.kafka import clients
@@ -121,8 +127,13 @@ def commit(
 
 @app.command()
 def scale(
-    workers: Annotated[str, typer.Option(help="Worker process counts.")] = "1,2",
-    tag_partitions: Annotated[str, typer.Option(help="Tag partition counts.")] = "1,12",
+    layouts: Annotated[
+        str,
+        typer.Option(
+            help="Layouts WORKERSxPARTITIONSxTAG_PARTITIONS, comma-separated; "
+            "the first is the default one."
+        ),
+    ] = ",".join(DEFAULT_LAYOUTS),
     writers: Annotated[str, typer.Option(help="Concurrent writer counts.")] = "8,64",
     tags: Annotated[int, typer.Option(min=1, help="Tags per event.")] = 3,
     services: Annotated[int, typer.Option(min=1, help="Services the writers spread over.")] = 100,
@@ -136,10 +147,9 @@ def scale(
     ),
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """How cost grows with worker processes and tag partitions (events/s, latency, CPU)."""
+    """How cost grows with worker processes and partition counts (events/s, latency, CPU)."""
     plan = ScalePlan(
-        workers=_ints(workers),
-        tag_partitions=_ints(tag_partitions),
+        layouts=_layouts(layouts),
         writers=_ints(writers),
         tags=tags,
         services=services,
@@ -166,9 +176,20 @@ def scale(
         emit(as_json, report.model_dump(mode="json"), lambda: _print_scale(report, written))
 
 
+def _layouts(text: str) -> list[Layout]:
+    try:
+        parsed = [Layout.parse(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:  # pydantic's ValidationError is one too
+        raise typer.BadParameter(str(exc)) from exc
+    if not parsed:
+        raise typer.BadParameter("expected at least one layout, e.g. 1x6x12")
+    return parsed
+
+
 def _print_scale(report: ScaleBenchReport, written: list[Path]) -> None:
     table = Table(
         "workers",
+        "partitions",
         "tag partitions",
         "writers",
         "events/s",
@@ -182,8 +203,9 @@ def _print_scale(report: ScaleBenchReport, written: list[Path]) -> None:
     for r in report.results:
         s = r.result
         table.add_row(
-            str(r.workers),
-            str(r.tag_partitions),
+            str(r.layout.workers),
+            str(r.layout.partitions),
+            str(r.layout.tag_partitions),
             str(s.writers),
             f"{s.events_per_s:.1f}",
             f"{s.p50_ms:.0f}",

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from streams.bench.commit import BenchPlan, other_partitions
 from streams.bench.hops import breakdown
 from streams.bench.load import closed_loop
-from streams.bench.scale import CpuWindow, ScalePlan, cost, layout_settings
+from streams.bench.scale import CpuWindow, Layout, ScalePlan, cost, layout_settings
 from streams.bench.stats import Measurement, ScenarioResult, percentile, ratio_to_baseline
 from streams.settings import DcbSettings
 
@@ -109,22 +109,29 @@ def test_the_report_counts_the_partitions_of_other_topics_only() -> None:
     assert other_partitions(on_broker, ["dcb-bench-ab12.", "dcb-bench-ab12-worker"]) == 56
 
 
-def test_scale_plan_runs_every_layout_once_with_a_warm_pass_each() -> None:
-    plan = ScalePlan(workers=[1, 2], tag_partitions=[1, 12], writers=[8, 64], warmup_s=1)
-    assert list(plan.layouts()) == [(1, 1), (1, 12), (2, 1), (2, 12)]
-    assert plan.seconds == 4 * (plan.warm_pass_s + 2 * (1 + plan.measure_s))
+def test_scale_plan_runs_each_layout_with_a_warm_pass() -> None:
+    plan = ScalePlan(writers=[8, 64], warmup_s=1)
+    assert plan.layouts[0].name == "w1-p6-tp12"  # the defaults first
+    assert len({layout.name for layout in plan.layouts}) == len(plan.layouts)
+    assert plan.seconds == len(plan.layouts) * (plan.warm_pass_s + 2 * (1 + plan.measure_s))
+
+
+@pytest.mark.parametrize("text", ["2x6", "1x6x12x3", "axbxc", "0x6x12", "1x0x1", ""])
+def test_a_bad_layout_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        Layout.parse(text)
 
 
 def test_a_layout_gets_topics_and_a_group_of_its_own() -> None:
     base = DcbSettings()
-    one, other = layout_settings(base, 1, 12), layout_settings(base, 2, 12)
-    assert (
-        one.topics.tag_partitions == 12 and layout_settings(base, 1, 1).topics.tag_partitions == 1
-    )
-    assert one.topics.prefix.startswith(base.topics.prefix)
-    assert one.topics.prefix != other.topics.prefix
-    assert one.worker.app_id != other.worker.app_id
-    assert one.topics.partitions == base.topics.partitions
+    one, other = Layout.parse("1x6x12"), Layout.parse("2X1x1")
+    assert (other.workers, other.partitions, other.tag_partitions) == (2, 1, 1)
+    a, b = layout_settings(base, one), layout_settings(base, other)
+    assert (a.topics.partitions, a.topics.tag_partitions) == (6, 12)
+    assert (b.topics.partitions, b.topics.tag_partitions) == (1, 1)
+    assert a.topics.prefix.startswith(base.topics.prefix)
+    assert a.topics.prefix != b.topics.prefix
+    assert a.worker.app_id != b.worker.app_id
 
 
 def test_layout_cost_counts_every_process_against_the_committed_events() -> None:
@@ -139,14 +146,15 @@ def test_layout_cost_counts_every_process_against_the_committed_events() -> None
         completed=200,
         failed=0,
     )
+    two, one = Layout.parse("2x6x12"), Layout.parse("1x6x12")
     cpu_s = {"broker": 6.0, "worker-0": 5.0, "worker-1": 3.0}
-    r = cost(2, 12, scenario, cpu_s, measure_s=10)
+    r = cost(two, scenario, cpu_s, measure_s=10)
     assert r.broker_cores == 0.6
     assert r.worker_cores == [0.5, 0.3]
     assert r.cpu_ms_per_event == 70.0  # 14 CPU seconds over 200 events
     idle = scenario.model_copy(update={"completed": 0})
-    assert cost(1, 1, idle, {"worker-0": 1.0}, 10).cpu_ms_per_event is None
-    assert cost(2, 1, scenario, {"worker-0": 1.0}, 10).worker_cores == [0.1, 0.0]
+    assert cost(one, idle, {"worker-0": 1.0}, 10).cpu_ms_per_event is None
+    assert cost(two, scenario, {"worker-0": 1.0}, 10).worker_cores == [0.1, 0.0]
 
 
 def test_cpu_window_spends_what_the_window_used() -> None:
