@@ -1,0 +1,71 @@
+"""The benches as a user runs them, cut to seconds: they measure, write their report and
+leave no topic behind. (What they measure is for ``make bench``, never a timed test.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streams.kafka import clients
+from tests.integration.cli import dcb
+
+pytestmark = pytest.mark.integration
+
+
+def _env(bootstrap_servers: str, tmp_path: Path) -> dict[str, str]:
+    return {"DCB_BOOTSTRAP_SERVERS": bootstrap_servers, "DCB_BROKER__CACHE_DIR": str(tmp_path)}
+
+
+def _bench_topics(bootstrap_servers: str) -> set[str]:
+    topics = clients.admin(bootstrap_servers).list_topics(timeout=15).topics
+    return {name for name in topics if name.startswith("dcb-bench-")}
+
+
+def test_bench_commit_measures_both_systems_and_cleans_up(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    before = _bench_topics(bootstrap_servers)
+    out = tmp_path / "results"
+    short = ["--warmup", "0.5", "--measure", "2", "--warm-pass", "1"]
+    args = ["--writers", "2", "--tags", "2", "--services", "2", *short, "--out", str(out)]
+    result = dcb("bench", "commit", "--json", *args, env=_env(bootstrap_servers, tmp_path))
+    assert result.exit_code == 0, result.stderr[-3000:]
+    report = result.json
+    assert [(r["system"], r["writers"]) for r in report["raw"]] == [("raw", 2)]
+    (scenario,) = report["dcb"]
+    assert (scenario["tags"], scenario["services"]) == (2, 2)
+    for r in [*report["raw"], scenario]:
+        assert r["completed"] > 0 and r["failed"] == 0
+        assert 0 < r["p50_ms"] <= r["p99_ms"]
+    assert report["ratios"]["w2-t2-s2"] == pytest.approx(
+        scenario["events_per_s"] / report["raw"][0]["events_per_s"], abs=0.001
+    )
+    assert json.loads((out / "commit.json").read_text()) == report
+    assert _bench_topics(bootstrap_servers) == before
+
+
+def test_bench_scale_runs_a_layout_of_two_workers_and_counts_their_cpu(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    before = _bench_topics(bootstrap_servers)
+    out = tmp_path / "results"
+    short = ["--warmup", "0.5", "--measure", "3", "--warm-pass", "2"]
+    args = ["--layouts", "2x1x2", "--writers", "2", "--tags", "2", "--services", "2", *short]
+    result = dcb(
+        "bench", "scale", "--json", *args, "--out", str(out), env=_env(bootstrap_servers, tmp_path)
+    )
+    assert result.exit_code == 0, result.stderr[-3000:]
+    (r,) = result.json["results"]
+    assert r["layout"] == {"workers": 2, "partitions": 1, "tag_partitions": 2}
+    assert r["result"]["completed"] > 0 and r["result"]["failed"] == 0
+    assert len(r["worker_cores"]) == 2 and sum(r["worker_cores"]) > 0
+    assert r["broker_cores"] == 0  # a broker the bench did not start is not its to measure
+    assert r["cpu_ms_per_event"] > 0
+    assert (out / "scale.json").exists()
+    assert sorted(p.name for p in out.glob("scale-*.log")) == [
+        "scale-w2-p1-tp2-0.log",
+        "scale-w2-p1-tp2-1.log",
+    ]
+    assert _bench_topics(bootstrap_servers) == before
