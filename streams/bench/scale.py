@@ -5,8 +5,8 @@ over tag partitions. ``dcb bench commit`` varies writers, tags and services on o
 this bench varies the layout. Each layout (worker processes x partitions x tag partitions)
 gets topics of its own and fresh workers in one consumer group, a warm pass at the largest
 load (the group settles, a second worker's partitions are restored), then one measured
-closed loop per writer count. Cost is reported as CPU: the broker's and each worker's, in cores over
-the measured window, and in CPU milliseconds per committed event.
+closed loop per writer count. Cost is reported as CPU: the broker's and each worker's, in
+cores over the measured window, and in CPU milliseconds per committed event.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from streams.bench.commit import appends, machine
+from streams.bench.cpu import cpu_seconds
 from streams.bench.load import closed_loop
-from streams.bench.peers.cpu import cpu_seconds
 from streams.bench.stats import ScenarioResult
 from streams.infra.broker import EmbeddedBroker
 from streams.infra.worker_process import WorkerProcess

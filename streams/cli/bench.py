@@ -38,6 +38,15 @@ app = typer.Typer(
 )
 
 
+# A fresh broker JVM compiles for its first ~20 s of load: each bench warms up first.
+WarmPass = Annotated[
+    float,
+    typer.Option(
+        help="Unmeasured seconds at the largest load before each system's (or layout's) runs."
+    ),
+]
+
+
 def _ints(text: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
@@ -77,10 +86,7 @@ def commit(
     services: Annotated[str, typer.Option(help="Services the writers spread over.")] = "1,100",
     warmup: Annotated[float, typer.Option(help="Seconds of warm-up per scenario.")] = 3.0,
     measure: Annotated[float, typer.Option(help="Seconds measured per scenario.")] = 10.0,
-    warm_pass: Annotated[
-        float,
-        typer.Option(help="Unmeasured seconds at the largest load before each system's runs."),
-    ] = 20.0,
+    warm_pass: WarmPass = 20.0,
     out: Annotated[Path, typer.Option(help="Folder of commit.json and commit.png.")] = Path(
         "bench/results"
     ),
@@ -139,9 +145,7 @@ def scale(
     services: Annotated[int, typer.Option(min=1, help="Services the writers spread over.")] = 100,
     warmup: Annotated[float, typer.Option(help="Seconds of warm-up per scenario.")] = 3.0,
     measure: Annotated[float, typer.Option(help="Seconds measured per scenario.")] = 10.0,
-    warm_pass: Annotated[
-        float, typer.Option(help="Unmeasured seconds at the largest load per layout.")
-    ] = 20.0,
+    warm_pass: WarmPass = 20.0,
     out: Annotated[Path, typer.Option(help="Folder of scale.json and scale.png.")] = Path(
         "bench/results"
     ),
@@ -254,6 +258,7 @@ def peers(
     systems: Annotated[str, typer.Option(help="Systems, run in this order.")] = ",".join(PEERS),
     warmup: Annotated[float, typer.Option(help="Seconds of warm-up per scenario.")] = 5.0,
     measure: Annotated[float, typer.Option(help="Seconds measured per scenario.")] = 30.0,
+    warm_pass: WarmPass = 20.0,
     out: Annotated[Path, typer.Option(help="Folder of peers.json, peers.png and peers.md.")] = Path(
         "bench/results"
     ),
@@ -267,7 +272,9 @@ def peers(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """The DCB course-subscription workload on dcb-streams, eventsourcing (PostgreSQL), UmaDB."""
-    plan = PeerPlan(writers=_ints(writers), warmup_s=warmup, measure_s=measure)
+    plan = PeerPlan(
+        writers=_ints(writers), warmup_s=warmup, measure_s=measure, warm_pass_s=warm_pass
+    )
     names = _names(systems)
     run = uuid.uuid4().hex[:8]
     with (

@@ -157,7 +157,8 @@ def test_the_report_states_durability_and_the_oracle_and_plots(tmp_path: Path) -
 
 
 def test_the_diagnostic_pass_is_planned_only_when_its_writer_count_is() -> None:
-    plan = PeerPlan(writers=[1, 8], warmup_s=1, measure_s=2)
-    assert plan.seconds(3) == 3 * 2 * 3
-    assert plan.seconds(3, diagnosed=True) == (3 * 2 + 1) * 3
-    assert PeerPlan(writers=[1, 64], warmup_s=1, measure_s=2).seconds(1, diagnosed=True) == 6
+    plan = PeerPlan(writers=[1, 8], warmup_s=1, measure_s=2, warm_pass_s=5)
+    assert plan.seconds(3) == 3 * 2 * 3 + 3 * 5  # + a warm pass per system
+    assert plan.seconds(3, diagnosed=True) == (3 * 2 + 1) * 3 + 3 * 5
+    no_diagnosis = PeerPlan(writers=[1, 64], warmup_s=1, measure_s=2, warm_pass_s=0)
+    assert no_diagnosis.seconds(1, diagnosed=True) == 6

@@ -31,11 +31,15 @@ class PeerPlan(BaseModel):
     writers: list[int] = Field(default_factory=lambda: [1, 8, 64])
     warmup_s: float = 5.0
     measure_s: float = 30.0
+    # Per system, before its scenarios, at the most writers, not reported: a fresh
+    # broker JVM compiles for its first ~20 s of load (see the commit bench), and the
+    # other systems' caches fill as well.
+    warm_pass_s: float = 20.0
 
     def seconds(self, systems: int, diagnosed: bool = False) -> float:
         """The run's length; ``diagnosed``: with dcb-streams' extra diagnostic pass."""
         passes = systems * len(self.writers) + int(diagnosed and self.diagnoses)
-        return passes * (self.warmup_s + self.measure_s)
+        return passes * (self.warmup_s + self.measure_s) + systems * self.warm_pass_s
 
     @property
     def diagnoses(self) -> bool:
@@ -134,10 +138,12 @@ def run_peers_bench(
             system.start()
         except PeerUnavailableError as exc:
             run.available, run.reason = False, exc.message
-            tick(len(plan.writers) * (plan.warmup_s + plan.measure_s))
+            tick(len(plan.writers) * (plan.warmup_s + plan.measure_s) + plan.warm_pass_s)
             continue
         run.detail = system.detail
         try:
+            if plan.warm_pass_s > 0:
+                run_scenario(system, max(plan.writers), w, 0, plan.warm_pass_s, "warm-", tick)
             for writers in plan.writers:
                 report.scenarios.append(
                     run_scenario(

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from streams.bench.cpu import cpu_seconds
 from streams.bench.peers.api import PeerStore, PeerSystem
-from streams.bench.peers.cpu import cpu_seconds
 from streams.bench.peers.workload import (
     Rounds,
     Verdict,
