@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import tempfile
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -79,6 +81,23 @@ def _bench_settings(run: str, data_dir: Path) -> DcbSettings:
     return settings.model_copy(update={"topics": topics, "worker": worker})
 
 
+@contextmanager
+def _bench_run(as_json: bool, name: str) -> Iterator[tuple[DcbSettings, Path]]:
+    """This run's settings (topics, app id, worker folder of its own) and scratch folder;
+    errors end the command as JSON or text."""
+    with reported(as_json), tempfile.TemporaryDirectory(prefix=f"{name}-") as scratch:
+        yield _bench_settings(uuid.uuid4().hex[:8], Path(scratch) / "worker"), Path(scratch)
+
+
+def _with_plot(written: list[Path], plot: Callable[[], Path]) -> list[Path]:
+    """``written`` and the plot ``plot`` draws, unless matplotlib is missing (a warning)."""
+    try:
+        return [*written, plot()]
+    except PlotUnavailableError as exc:
+        console.print(f"[yellow]{exc}[/]")
+        return written
+
+
 @app.command()
 def commit(
     writers: Annotated[str, typer.Option(help="Concurrent writer counts.")] = "1,8,64",
@@ -104,12 +123,7 @@ def commit(
         measure_s=measure,
         warm_pass_s=warm_pass,
     )
-    run = uuid.uuid4().hex[:8]
-    with (
-        reported(as_json),
-        tempfile.TemporaryDirectory(prefix="dcb-bench-") as scratch,
-    ):
-        settings = _bench_settings(run, Path(scratch) / "worker")
+    with _bench_run(as_json, "dcb-bench") as (settings, _):
         with embedded_broker(settings, keep_broker, as_json):
             try:
                 with (
@@ -123,11 +137,7 @@ def commit(
                     clients.admin(settings.resolved_bootstrap_servers),
                     owned_prefixes(settings),
                 )
-        written = [write_json(report, out)]
-        try:
-            written.append(write_plot(report, out))
-        except PlotUnavailableError as exc:
-            console.print(f"[yellow]{exc}[/]")
+        written = _with_plot([write_json(report, out)], lambda: write_plot(report, out))
         emit(as_json, report.model_dump(mode="json"), lambda: _print(report, written))
 
 
@@ -161,22 +171,13 @@ def scale(
         measure_s=measure,
         warm_pass_s=warm_pass,
     )
-    run = uuid.uuid4().hex[:8]
-    with (
-        reported(as_json),
-        tempfile.TemporaryDirectory(prefix="dcb-bench-scale-") as scratch,
-    ):
-        settings = _bench_settings(run, Path(scratch) / "worker")
+    with _bench_run(as_json, "dcb-bench-scale") as (settings, scratch):
         with embedded_broker(settings, False, as_json), _progress(as_json) as bar:
             task = bar.add_task("benchmarking layouts", total=plan.seconds)
-            report = run_scale_bench(
-                settings, plan, Path(scratch), out, lambda s: bar.advance(task, s)
-            )
-        written = [write_json(report, out, "scale.json")]
-        try:
-            written.append(write_scale_plot(report, out))
-        except PlotUnavailableError as exc:
-            console.print(f"[yellow]{exc}[/]")
+            report = run_scale_bench(settings, plan, scratch, out, lambda s: bar.advance(task, s))
+        written = _with_plot(
+            [write_json(report, out, "scale.json")], lambda: write_scale_plot(report, out)
+        )
         emit(as_json, report.model_dump(mode="json"), lambda: _print_scale(report, written))
 
 
@@ -228,14 +229,17 @@ CLUTTERED_BROKER = 1000  # other topics' partitions on the broker worth a warnin
 
 
 def _peer_systems(
-    names: list[str], run: str, scratch: Path, out: Path, writers: int, build_umadb: bool
+    names: list[str],
+    settings: DcbSettings,
+    scratch: Path,
+    out: Path,
+    writers: int,
+    build_umadb: bool,
 ) -> list[PeerSystem]:
     made: list[PeerSystem] = []
     for name in names:
         if name == DcbStreams.name:
-            made.append(
-                DcbStreams(_bench_settings(run, scratch / "worker"), out / "peers-worker.log")
-            )
+            made.append(DcbStreams(settings, out / "peers-worker.log"))
         elif name == EventsourcingPostgres.name:
             made.append(EventsourcingPostgres(scratch / "postgres", pool_size=writers + 2))
         elif name == UmaDb.name:
@@ -276,21 +280,18 @@ def peers(
         writers=_ints(writers), warmup_s=warmup, measure_s=measure, warm_pass_s=warm_pass
     )
     names = _names(systems)
-    run = uuid.uuid4().hex[:8]
     with (
-        reported(as_json),
-        tempfile.TemporaryDirectory(prefix="dcb-bench-peers-") as scratch,
+        _bench_run(as_json, "dcb-bench-peers") as (settings, scratch),
         _progress(as_json) as bar,
     ):
-        made = _peer_systems(names, run, Path(scratch), out, max(plan.writers), build_umadb)
+        made = _peer_systems(names, settings, scratch, out, max(plan.writers), build_umadb)
         diagnosed = any(isinstance(system, DcbStreams) for system in made)
         task = bar.add_task("benchmarking peers", total=plan.seconds(len(made), diagnosed))
         report = run_peers_bench(made, plan, out, lambda s: bar.advance(task, s))
-        written = [write_json(report, out, "peers.json"), peers_report.write_markdown(report, out)]
-        try:
-            written.append(peers_report.write_plot(report, out))
-        except PlotUnavailableError as exc:
-            console.print(f"[yellow]{exc}[/]")
+        written = _with_plot(
+            [write_json(report, out, "peers.json"), peers_report.write_markdown(report, out)],
+            lambda: peers_report.write_plot(report, out),
+        )
         emit(as_json, report.model_dump(mode="json"), lambda: _print_peers(report, written))
 
 
