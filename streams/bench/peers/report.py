@@ -13,7 +13,9 @@ def markdown(report: PeerBenchReport) -> str:
     m = report.machine
     lines = [
         f"Peer bench, {report.started_at:%Y-%m-%d %H:%M} UTC, on {m['cpus']} CPUs "
-        f"({m['platform']}, Python {m['python']}); {report.plan.warmup_s:g} s warm-up, "
+        f"({m['platform']}, Python {m['python']}); per system first a "
+        f"{report.plan.warm_pass_s:g} s warm pass at {max(report.plan.writers)} writers (not "
+        f"reported), then {report.plan.warmup_s:g} s warm-up and "
         f"{report.plan.measure_s:g} s measured per row. Latencies in ms; CPU is the "
         "server processes' share of one core.",
         "",
