@@ -246,6 +246,13 @@ class TransactionLostWriteError(InfraError):
     code = "transaction_lost_write"
 
 
+class GroupFencedError(InfraError):
+    """This process may not commit a consumer group's offsets: it is not (or no longer) the
+    member the partitions were assigned to, or another transaction still holds them."""
+
+    code = "group_fenced"
+
+
 class PostgresStartError(InfraError):
     """A local PostgreSQL server could not be initialised or started."""
 
