@@ -99,6 +99,17 @@ class WorkerSettings(BaseModel):
         "this (dcb bench commit, 64 writers: +39% events/s, 8 writers unchanged)",
     )
     reconcile_interval_s: float = Field(1.0, description="how often the reconciler timer looks")
+    instance_id: str | None = Field(
+        None,
+        description="ends the worker's transactional id; a worker started with the id of one "
+        "that died aborts its open transaction at once; default: a fresh one per dcb worker, "
+        "kept when it restarts its agents (two live workers must never share one)",
+    )
+    transaction_timeout_s: float = Field(
+        10.0,
+        description="the broker aborts a dead worker's open transaction after this; until "
+        "then read_committed readers of the partitions it wrote wait",
+    )
     fault_injection: Literal["after-allocation-before-delivery"] | None = Field(
         None,
         description="tests only: act as if the worker died after allocating and before "

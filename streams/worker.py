@@ -40,6 +40,8 @@ def build_worker(settings: DcbSettings) -> faust.App:
         topic_partitions=settings.topics.partitions,
         broker_commit_interval=worker.commit_interval_s,
         commit_max_interval_s=worker.commit_max_interval_s,
+        instance_id=worker.instance_id,
+        transaction_timeout_s=worker.transaction_timeout_s,
         table_standby_replicas=0,
     )
     proc = Processor(app, settings, codec_from_settings(settings))

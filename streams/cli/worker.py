@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import uuid
 from typing import Annotated
 
 import typer
 
 from streams.infra.supervisor import supervise
 from streams.settings import DcbSettings
+
+INSTANCE_ID_ENV = "DCB_WORKER__INSTANCE_ID"
 
 
 def worker(
@@ -26,6 +30,8 @@ def worker(
 ) -> None:
     """Run every commit-path agent; more worker processes share the partitions."""
     if restart:
+        # The agents' restarts keep the transactional id: each aborts what the last left open.
+        os.environ.setdefault(INSTANCE_ID_ENV, uuid.uuid4().hex)
         argv = [sys.executable, "-m", "streams", "worker", "--no-restart", "-l", loglevel]
         if bootstrap_servers:
             argv += ["--bootstrap-servers", bootstrap_servers]

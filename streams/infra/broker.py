@@ -156,6 +156,9 @@ class EmbeddedBroker:
                 "share.coordinator.state.topic.replication.factor=1",
                 "share.coordinator.state.topic.min.isr=1",
                 "group.initial.rebalance.delay.ms=0",
+                # A dead worker's open transaction is aborted within a second of its
+                # timeout, not ten (the readers of the partitions it wrote wait for it).
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
                 "min.insync.replicas=1",
                 "",
             ]

@@ -1,17 +1,17 @@
 """The faust-streaming application factory and the transactional output path.
 
 faust 0.15's ``exactly_once`` mode commits table changelogs and source offsets
-in one transaction per source partition, but ``Topic.send`` from an agent goes
-through a producer outside that transaction (faust-streaming/faust#177): an
-aborted step would leave its outputs visible. :func:`send_in_transaction`
-writes through the transactional producer that owns the source partition, so
-outputs commit or abort together with the offsets (proven by
-``tests/integration/test_faust_exactly_once.py``).
+in transactions, but ``Topic.send`` from an agent goes through a producer outside
+them (faust-streaming/faust#177): an aborted step would leave its outputs visible.
+:func:`send_in_transaction` writes through the transactional producer that commits
+the source's offset (one per process here, ``faust_transport``), so outputs commit or
+abort together with the offsets (proven by ``tests/integration/test_faust_agent.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,11 @@ from faust.types import EventT, RecordMetadata
 from streams.infra.ports import free_port
 from streams.kafka.faust_transport import (
     COMMIT_MAX_INTERVAL,
+    INSTANCE_ID,
+    TRANSACTION_TIMEOUT_S,
     CommitPathTransport,
     commit_path_producer,
+    process_transactional_id,
 )
 from streams.kafka.topic_catalog import TopicLayout
 
@@ -34,6 +37,8 @@ def make_app(
     *,
     web_port: int | None = None,
     commit_max_interval_s: float | None = None,
+    instance_id: str | None = None,
+    transaction_timeout_s: float = 10.0,
     **overrides: Any,
 ) -> faust.App:
     """A faust app in exactly-once mode, its web server on loopback only.
@@ -41,7 +46,10 @@ def make_app(
     A commit starts once the agents go quiet after a step, at the latest
     ``broker_commit_interval`` after the previous one ends, stretched up to
     ``commit_max_interval_s`` under load (:mod:`streams.kafka.commit_pacing`; ``None``:
-    never stretched).
+    never stretched). All the process's steps commit in one transaction, whose id ends in
+    ``instance_id`` (default: a fresh one): a process started with the id of one that
+    died aborts what that one left open at once; otherwise the broker aborts it after
+    ``transaction_timeout_s``.
     """
     datadir.mkdir(parents=True, exist_ok=True)
     settings: dict[str, Any] = {
@@ -64,6 +72,8 @@ def make_app(
     app.transport = CommitPathTransport(app.conf.broker_consumer, app)
     if commit_max_interval_s is not None:
         setattr(app, COMMIT_MAX_INTERVAL, commit_max_interval_s)
+    setattr(app, INSTANCE_ID, instance_id or uuid.uuid4().hex)
+    setattr(app, TRANSACTION_TIMEOUT_S, transaction_timeout_s)
     return app
 
 
@@ -86,12 +96,6 @@ def changelog_layouts(app: faust.App, replication_factor: int) -> list[TopicLayo
     ]
 
 
-def source_transactional_id(app: faust.App, topic: str, partition: int) -> str:
-    """The transactional id faust uses for a source partition (its offsets' transaction)."""
-    group = app.assignor.group_for_topic(topic)
-    return f"{app.conf.id}-{group}-{partition}"
-
-
 async def send_in_transaction(
     app: faust.App,
     source: EventT[Any],
@@ -101,19 +105,19 @@ async def send_in_transaction(
     *,
     partition: int | None = None,
 ) -> asyncio.Future[RecordMetadata]:
-    """Send ``value`` to ``topic`` inside the transaction of ``source``'s partition.
+    """Send ``value`` to ``topic`` inside the transaction that commits ``source``'s offset.
 
     Returns the delivery future without waiting for it: the transaction's commit waits
     for every send of the transaction and fails if one failed (``faust_transport``).
 
     The record becomes visible to ``read_committed`` consumers only when faust
-    commits that partition's offsets; if the worker dies first, the next owner
-    of the partition aborts it and reprocesses ``source``.
+    commits ``source``'s offset; if the worker dies first, the transaction is aborted
+    and the next owner of the partition reprocesses ``source``.
     """
     if not app.in_transaction:
         raise RuntimeError("send_in_transaction needs processing_guarantee='exactly_once'")
-    tp = source.message.tp
-    tid = source_transactional_id(app, tp.topic, tp.partition)
+    tid = process_transactional_id(app)
     producer = commit_path_producer(app)
+    producer.add_table_partitions(tid, source.message.tp)
     sent = await producer.send(topic, key, value, partition, None, None, transactional_id=tid)
     return asyncio.ensure_future(sent)  # the commit waits for it; this step need not

@@ -50,8 +50,12 @@ it. See :class:`CommitPathConsumer`.
 took each changelog's end from the consumer's cache of the last fetch, empty in a fresh
 process: a restore that asked first restored nothing (see ``_highwaters``).
 
-**Latency.** The partitions' transactions commit concurrently, not in turn (faust's
-order made every hop wait for a dozen commits); aiokafka retries
+**One transaction per process**, fenced by the consumer group rather than by a
+transactional id per source partition (:class:`CommitPathTransactions`,
+:mod:`streams.kafka.group_fencing`): a transaction per partition cost its requests and
+markers in every round, about ten per three-tag event.
+
+**Latency.** aiokafka retries
 CONCURRENT_TRANSACTIONS after 5 ms rather than 100 ms. Each change was measured with
 ``dcb bench commit``. The consumer asks the broker to hold an empty fetch for 50 ms
 rather than faust's 1.5 s, which a ``read_committed`` fetch often waited out in full while
@@ -67,9 +71,10 @@ import contextlib
 import functools
 import itertools
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, ClassVar, cast
 
+from aiokafka.errors import ProducerFenced
 from faust.transport.consumer import RecordMap, TransactionManager
 from faust.transport.drivers import aiokafka as driver
 from faust.transport.producer import ProducerBuffer
@@ -78,9 +83,16 @@ from mode import Service
 
 from streams.errors import TransactionLostWriteError
 from streams.kafka.commit_pacing import QUIET_S, pause_after_commit
+from streams.kafka.group_fencing import GroupFencedProducer, GroupMetadata, wait_for_stable_offsets
 from streams.kafka.step_gate import StepGate
 
 WriteSlot = tuple[str, int | None, Any]  # changelog topic, partition, table key
+
+INSTANCE_ID = "dcb_instance_id"  # the app's attributes, set by make_app
+TRANSACTION_TIMEOUT_S = "dcb_transaction_timeout_s"
+# A transaction that holds a partition's offsets ends within its timeout and the
+# broker's next check for timed-out transactions.
+STABLE_OFFSETS_TIMEOUT_S = 120.0
 
 
 def changelog_topics(app: Any) -> list[str]:
@@ -178,18 +190,24 @@ def _settle_like(replaced: FutureMessage, replacing: asyncio.Future[Any]) -> Non
         replaced.set_result(replacing.result())
 
 
-def table_partitions(transactional_id: str, changelog_groups: Mapping[str, int]) -> list[TP]:
-    """The changelog partitions a source partition's transaction writes its tables to.
+def table_partitions(
+    source: TP, group_for_topic: Callable[[str], int], changelogs: Iterable[str]
+) -> list[TP]:
+    """The changelog partitions a step of ``source`` writes its tables to: a table's
+    changelog is partitioned like its source, so it is in the source's topic group."""
+    group = group_for_topic(source.topic)
+    return [TP(topic, source.partition) for topic in changelogs if group_for_topic(topic) == group]
 
-    faust names the transaction ``<app id>-<topic group>-<partition>``; a table's
-    changelog is partitioned like its source, so it lands in the same group.
-    """
-    _, group, partition = transactional_id.rsplit("-", 2)
-    return [
-        TP(topic, int(partition))
-        for topic, topic_group in changelog_groups.items()
-        if topic_group == int(group)
-    ]
+
+def process_transactional_id(app: Any) -> str:
+    """The one transactional id of this process (exactly-once v2: see ``group_fencing``)."""
+    return f"{app.conf.id}-{getattr(app, INSTANCE_ID)}"
+
+
+def group_metadata(consumer: Any) -> GroupMetadata:
+    """The generation and member id under which the faust consumer holds its partitions."""
+    coordinator = consumer._thread._ensure_consumer()._coordinator
+    return GroupMetadata(coordinator.group_id, coordinator.generation, coordinator.member_id)
 
 
 class DeliveryCheckedProducer(driver.Producer):
@@ -202,10 +220,20 @@ class DeliveryCheckedProducer(driver.Producer):
         self.pending_sends: dict[str, list[asyncio.Future[RecordMetadata]]] = {}
         self.gate = StepGate()
         self.lost_writes: set[str] = set()  # transactions that must never commit
-        self._table_tps: dict[str, list[TP]] = {}
+        self._table_tps: dict[TP, list[TP]] = {}
 
     def _settings_default(self) -> Mapping[str, Any]:
         return {**super()._settings_default(), "retry_backoff_ms": 5}
+
+    @property
+    def _producer_type(self) -> type[GroupFencedProducer]:
+        return GroupFencedProducer
+
+    def _settings_extra(self) -> Mapping[str, Any]:
+        # A process killed with a transaction open leaves it to the broker's timeout (its
+        # successor has another transactional id): read_committed readers wait that long.
+        timeout_s = getattr(self.app, TRANSACTION_TIMEOUT_S, 60.0)
+        return {**super()._settings_extra(), "transaction_timeout_ms": int(timeout_s * 1000)}
 
     def dead_transactions(self) -> list[str]:
         """Transactional ids this process must not go on with: a producer that hit a fatal
@@ -239,31 +267,29 @@ class DeliveryCheckedProducer(driver.Producer):
             topic, key, value, partition, timestamp, headers, transactional_id=transactional_id
         )
         if transactional_id:
-            self._add_table_partitions(transactional_id)
             # Kept before yielding to the loop, so no commit can run in between.
             future = asyncio.ensure_future(sent)
             self.pending_sends.setdefault(transactional_id, []).append(future)
             return future
         return sent
 
-    def _add_table_partitions(self, transactional_id: str) -> None:
-        """Add the transaction's changelog partitions along with its first outputs.
+    def add_table_partitions(self, transactional_id: str, source: TP) -> None:
+        """Add the changelog partitions of ``source``'s tables to the transaction along
+        with the step's first outputs.
 
         Its table writes go out at the commit (:class:`DrainableBuffer`), so their
         partitions would be added to the transaction then: one more AddPartitionsToTxn
-        round trip, and the coordinator's log write, in every commit. A changelog left
-        unwritten in a round gets only the commit marker. Paired runs: +5% events/s at
-        8 and 64 writers, p50 lower at 8.
+        round trip, and the coordinator's log write, in every commit. Paired runs (a
+        transaction per source partition then): +5% events/s at 8 and 64 writers.
         """
         manager = self._transaction_producers[transactional_id]._txn_manager
         if manager is None or not manager.is_in_transaction():
             return
-        tps = self._table_tps.get(transactional_id)
+        tps = self._table_tps.get(source)
         if tps is None:
-            groups = {
-                name: self.app.assignor.group_for_topic(name) for name in changelog_topics(self.app)
-            }
-            tps = self._table_tps[transactional_id] = table_partitions(transactional_id, groups)
+            assignor = self.app.assignor
+            tps = table_partitions(source, assignor.group_for_topic, changelog_topics(self.app))
+            self._table_tps[source] = tps
         for tp in tps:
             manager.maybe_add_partition_to_txn(tp)
 
@@ -286,10 +312,11 @@ class DeliveryCheckedProducer(driver.Producer):
     async def commit_transactions(
         self,
         tid_to_offset_map: Mapping[str, Mapping[TP, int]],
-        group_id: str,
+        group_id: Any,
         start_new_transaction: bool = True,
     ) -> None:
-        """Commit each transaction with its offsets, concurrently.
+        """Commit each transaction with its offsets, concurrently; ``group_id`` is the
+        :class:`GroupMetadata` that fences them.
 
         Called with the gate closed (:meth:`CommitPathConsumer.force_commit`); reopens it
         once every write of the committed steps is queued in its transaction and the
@@ -326,7 +353,7 @@ class DeliveryCheckedProducer(driver.Producer):
         self,
         transactional_id: str,
         offsets: Mapping[TP, int],
-        group_id: str,
+        group_id: Any,
         start_new_transaction: bool,
     ) -> None:
         producer = self._transaction_producers.get(transactional_id)
@@ -562,16 +589,78 @@ class CommitPathConsumer(driver.Consumer):
 
 
 class CommitPathTransactions(TransactionManager):
-    """faust's transaction manager, aborting at revocation what its last commit left open.
+    """faust's transaction manager: one transaction per process, fenced by the consumer
+    group (:mod:`streams.kafka.group_fencing`); aborting at revocation what its last commit
+    left open.
+
+    faust opens a transaction per source partition. Every one of them paid its own
+    requests and markers in every commit round, about ten per three-tag event at the
+    defaults. Here every step of the process writes into one transaction, committed with
+    the offsets of all its partitions under the group generation that assigned them; a
+    new owner of a partition first waits until no transaction still holds its offsets.
 
     At an eager rebalance faust drops every partition's acknowledgements *before* its last
     commit, so the steps done since the commit before are not committed: they run again
     from the committed offsets once the partitions come back. faust kept their writes in
-    the open transactions of the ids the process still owns, beside the writes of the
-    second run (with other SUIDs: a ledger step issues new ones). Those transactions are
-    aborted here, and the in-memory tables, which hold the aborted steps' changes, are
-    emptied: the restore that follows every assignment rebuilds them from the changelogs.
+    the open transaction, beside the writes of the second run (with other SUIDs: a
+    ledger step issues new ones). It is aborted here, and the in-memory tables, which
+    hold the aborted steps' changes, are emptied: the restore that follows every
+    assignment rebuilds them from the changelogs.
     """
+
+    @property
+    def transactional_id(self) -> str:
+        return process_transactional_id(self.app)
+
+    def _tps_to_transactional_ids(self, tps: set[TP]) -> set[str]:
+        return {self.transactional_id} if self._tps_to_active_tpgs(tps) else set()
+
+    async def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        timestamp: float | None,
+        headers: Any,
+        *,
+        transactional_id: str | None = None,
+    ) -> Awaitable[RecordMetadata]:
+        p = self.consumer.key_partition(topic, key, partition)
+        tid = self.transactional_id if p is not None else None
+        return await self.producer.send(
+            topic, key, value, p, timestamp, headers, transactional_id=tid
+        )
+
+    async def commit(self, offsets: Mapping[TP, int], start_new_transaction: bool = True) -> bool:
+        if not offsets:
+            return True
+        try:
+            await commit_path_producer(self.app).commit_transactions(
+                {self.transactional_id: offsets},
+                group_metadata(self.consumer),
+                start_new_transaction=start_new_transaction,
+            )
+        except ProducerFenced as fenced:
+            self.log.warning("producer fenced: %r", fenced)
+            await self.app.crash(fenced)
+        return True
+
+    async def on_rebalance(
+        self, assigned: set[TP], revoked: set[TP], newly_assigned: set[TP]
+    ) -> None:
+        await super().on_rebalance(assigned, revoked, newly_assigned)
+        if not assigned:
+            return
+        thread = cast(CommitPathConsumer, self.consumer)._thread
+        requests = await thread.call_thread(
+            wait_for_stable_offsets,
+            thread._ensure_consumer(),
+            assigned,
+            timeout_s=STABLE_OFFSETS_TIMEOUT_S,
+        )
+        if requests > 1:
+            self.log.info("waited for an open transaction holding offsets (%d requests)", requests)
 
     async def on_partitions_revoked(self, revoked: set[TP]) -> None:
         await super().on_partitions_revoked(revoked)  # flushes: every send has its answer
@@ -580,9 +669,8 @@ class CommitPathTransactions(TransactionManager):
             for table in self.app.tables.values():
                 table.data._clear()  # the memory store of make_app
             self.log.info(
-                "aborted %d transaction(s) faust's last commit left open; the tables are "
+                "aborted the transaction faust's last commit left open; the tables are "
                 "restored from their changelogs",
-                len(aborted),
             )
 
 

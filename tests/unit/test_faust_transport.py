@@ -20,15 +20,17 @@ from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as driver
 from faust.types import TP
 
-from streams.errors import TransactionLostWriteError
+from streams.errors import GroupFencedError, TransactionLostWriteError
 from streams.kafka.faust_transport import (
     CommitPathConsumer,
     CommitPathConsumerThread,
+    CommitPathTransactions,
     DeliveryCheckedProducer,
     DrainableBuffer,
     fresh_records,
     table_partitions,
 )
+from streams.kafka.group_fencing import GroupFencedProducer, GroupMetadata
 from streams.kafka.step_gate import StepGate
 
 
@@ -243,10 +245,21 @@ def test_a_write_to_another_topic_is_not_held() -> None:
     assert published == [("ledgers-changelog", "svc", 2)]
 
 
-def test_a_transaction_writes_the_tables_of_its_own_topic_group_and_partition() -> None:
-    groups = {"my-app-ledgers-changelog": 0, "my-app-tag-tables-changelog": 1}
-    assert table_partitions("my-app-0-4", groups) == [TP("my-app-ledgers-changelog", 4)]
-    assert table_partitions("my-app-1-11", groups) == [TP("my-app-tag-tables-changelog", 11)]
+def test_a_step_writes_the_tables_of_its_source_topic_group_and_partition() -> None:
+    groups = {
+        "commands": 0,
+        "resolutions": 0,
+        "deliveries": 1,
+        "my-app-ledgers-changelog": 0,
+        "my-app-tag-tables-changelog": 1,
+    }
+    changelogs = ["my-app-ledgers-changelog", "my-app-tag-tables-changelog"]
+    expected_ledger = [TP("my-app-ledgers-changelog", 4)]
+    assert table_partitions(TP("commands", 4), groups.__getitem__, changelogs) == expected_ledger
+    assert table_partitions(TP("resolutions", 4), groups.__getitem__, changelogs) == expected_ledger
+    assert table_partitions(TP("deliveries", 11), groups.__getitem__, changelogs) == [
+        TP("my-app-tag-tables-changelog", 11)
+    ]
 
 
 class RecordingTxnManager:
@@ -266,12 +279,13 @@ def producer_with_tables(
 ) -> DeliveryCheckedProducer:
     """A producer of an app with two tables, transaction ``app-0-2`` open, ``app-1-2`` not."""
     changelogs = {"app-ledgers-changelog": 0, "app-tags-changelog": 1}
+    groups = {**changelogs, "commands": 0, "deliveries": 1}
     app = SimpleNamespace(
         tables={
             n: SimpleNamespace(changelog_topic=SimpleNamespace(get_topic_name=lambda n=n: n))
             for n in changelogs
         },
-        assignor=SimpleNamespace(group_for_topic=changelogs.__getitem__),
+        assignor=SimpleNamespace(group_for_topic=groups.__getitem__),
     )
     producer = DeliveryCheckedProducer.__new__(DeliveryCheckedProducer)
     producer.__dict__.update(
@@ -289,13 +303,14 @@ def producer_with_tables(
 def test_table_partitions_are_added_to_an_open_transaction_only() -> None:
     open_txn, no_txn = RecordingTxnManager(True), RecordingTxnManager(False)
     producer = producer_with_tables(open_txn, no_txn)
-    producer._add_table_partitions("app-0-2")
-    producer._add_table_partitions("app-1-2")
-    assert open_txn.added == [TP("app-ledgers-changelog", 2)]
+    producer.add_table_partitions("app-0-2", TP("commands", 2))
+    producer.add_table_partitions("app-0-2", TP("deliveries", 5))
+    producer.add_table_partitions("app-1-2", TP("commands", 2))
+    assert open_txn.added == [TP("app-ledgers-changelog", 2), TP("app-tags-changelog", 5)]
     assert no_txn.added == []
 
 
-def test_a_transactional_send_adds_its_table_partitions_and_is_kept_for_the_commit(
+def test_a_transactional_send_is_kept_for_the_commit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     async def faust_send(*args: Any, **kwargs: Any) -> asyncio.Future[str]:
@@ -312,7 +327,6 @@ def test_a_transactional_send_adds_its_table_partitions_and_is_kept_for_the_comm
         await producer.send("out", b"k", b"v", None, None, None)  # outside any transaction
 
     asyncio.run(scenario())
-    assert open_txn.added == [TP("app-ledgers-changelog", 2)]
     assert list(producer.pending_sends) == ["app-0-2"]  # the commit waits for it
     assert len(producer.pending_sends["app-0-2"]) == 1
 
@@ -575,3 +589,59 @@ def test_revocation_aborts_exactly_the_transactions_that_hold_writes() -> None:
     assert asyncio.run(revoke()) == ["written"]
     assert log == ["written:abort"]
     assert "written" not in producer.pending_sends  # the next commit waits for none of them
+
+
+class RecordingCommitProducer(DeliveryCheckedProducer):
+    def __init__(self) -> None:  # no faust service: only what commit() reaches
+        self.commits: list[tuple[Any, Any, bool]] = []
+
+    async def commit_transactions(
+        self, tid_to_offset_map: Any, group_id: Any, start_new_transaction: bool = True
+    ) -> None:
+        self.commits.append((tid_to_offset_map, group_id, start_new_transaction))
+
+
+def one_transaction_manager(generation: int) -> tuple[CommitPathTransactions, Any]:
+    """faust's transaction manager of app ``app`` (instance ``i1``) over a consumer whose
+    coordinator is in ``generation``; topic ``standby`` is a standby replica."""
+    producer = RecordingCommitProducer()
+    coordinator = SimpleNamespace(group_id="app", generation=generation, member_id="m-1")
+    aiokafka_consumer = SimpleNamespace(_coordinator=coordinator)
+    consumer = SimpleNamespace(_thread=SimpleNamespace(_ensure_consumer=lambda: aiokafka_consumer))
+    app = SimpleNamespace(
+        conf=SimpleNamespace(id="app"),
+        producer=producer,
+        assignor=SimpleNamespace(
+            group_for_topic=lambda topic: 0 if topic == "commands" else 1,
+            is_standby=lambda tp: tp.topic == "standby",
+        ),
+        dcb_instance_id="i1",
+    )
+    manager = CommitPathTransactions.__new__(CommitPathTransactions)
+    manager.__dict__.update(app=app, consumer=consumer, producer=producer)
+    return manager, producer
+
+
+def test_every_partition_of_the_process_commits_in_its_one_transaction() -> None:
+    manager, producer = one_transaction_manager(generation=7)
+    tps = {TP("commands", 0), TP("commands", 5), TP("deliveries", 11)}
+    assert manager._tps_to_transactional_ids(tps) == {"app-i1"}
+    assert manager._tps_to_transactional_ids({TP("standby", 1)}) == set()
+    offsets = {tp: 3 for tp in tps}
+    assert asyncio.run(manager.commit(offsets))
+    assert producer.commits == [
+        ({"app-i1": offsets}, GroupMetadata("app", 7, "m-1"), True)  # fenced by the group
+    ]
+    assert asyncio.run(manager.commit({}))
+    assert len(producer.commits) == 1  # nothing to commit: no transaction round
+
+
+def test_a_reset_generation_never_commits_offsets_unfenced() -> None:
+    async def scenario() -> None:
+        producer = GroupFencedProducer(bootstrap_servers="127.0.0.1:1", transactional_id="t")
+        with pytest.raises(GroupFencedError, match="GroupMetadata"):
+            await producer.send_offsets_to_transaction({}, "app")  # a bare group id: v0
+        with pytest.raises(GroupFencedError, match="not a member"):
+            await producer.send_offsets_to_transaction({}, GroupMetadata("app", -1, ""))
+
+    asyncio.run(scenario())
