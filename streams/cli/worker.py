@@ -31,7 +31,8 @@ def worker(
     """Run every commit-path agent; more worker processes share the partitions."""
     if restart:
         # The agents' restarts keep the transactional id: each aborts what the last left open.
-        os.environ.setdefault(INSTANCE_ID_ENV, uuid.uuid4().hex)
+        if DcbSettings().worker.instance_id is None:
+            os.environ[INSTANCE_ID_ENV] = uuid.uuid4().hex
         argv = [sys.executable, "-m", "streams", "worker", "--no-restart", "-l", loglevel]
         if bootstrap_servers:
             argv += ["--bootstrap-servers", bootstrap_servers]
