@@ -199,9 +199,16 @@ def table_partitions(
     return [TP(topic, source.partition) for topic in changelogs if group_for_topic(topic) == group]
 
 
-def process_transactional_id(app: Any) -> str:
-    """The one transactional id of this process (exactly-once v2: see ``group_fencing``)."""
-    return f"{app.conf.id}-{getattr(app, INSTANCE_ID)}"
+def process_transactional_ids(app: Any) -> tuple[str, str]:
+    """The two transactional ids of this process, taking turns (exactly-once v2: see
+    ``group_fencing`` and :class:`CommitPathTransactions`)."""
+    base = f"{app.conf.id}-{getattr(app, INSTANCE_ID)}"
+    return f"{base}-a", f"{base}-b"
+
+
+def open_transactional_id(app: Any) -> str:
+    """The transaction the steps running now write into."""
+    return process_transactional_ids(app)[commit_path_producer(app).turn]
 
 
 def group_metadata(consumer: Any) -> GroupMetadata:
@@ -220,6 +227,7 @@ class DeliveryCheckedProducer(driver.Producer):
         self.pending_sends: dict[str, list[asyncio.Future[RecordMetadata]]] = {}
         self.gate = StepGate()
         self.lost_writes: set[str] = set()  # transactions that must never commit
+        self.turn = 0  # which of the process's two transactions the steps write into
         self._table_tps: dict[TP, list[TP]] = {}
 
     def _settings_default(self) -> Mapping[str, Any]:
@@ -333,6 +341,7 @@ class DeliveryCheckedProducer(driver.Producer):
                 lock = self._trn_locks.setdefault(tid, asyncio.Lock())
                 await lock.acquire()
                 held.append(lock)
+            self.turn ^= 1  # the next steps write into the process's other transaction
             self.gate.reopen()
             outcomes = await asyncio.gather(
                 *(
@@ -595,9 +604,12 @@ class CommitPathTransactions(TransactionManager):
 
     faust opens a transaction per source partition. Every one of them paid its own
     requests and markers in every commit round, about ten per three-tag event at the
-    defaults. Here every step of the process writes into one transaction, committed with
-    the offsets of all its partitions under the group generation that assigned them; a
-    new owner of a partition first waits until no transaction still holds its offsets.
+    defaults. Here every step of the process writes into one open transaction, committed
+    with the offsets of all its partitions under the group generation that assigned
+    them; a new owner of a partition first waits until no transaction still holds its
+    offsets. Two transactional ids take turns: while one transaction commits (three
+    broker round trips), the steps that follow write into the other instead of waiting
+    for its lock. Commits stay one at a time, in order.
 
     At an eager rebalance faust drops every partition's acknowledgements *before* its last
     commit, so the steps done since the commit before are not committed: they run again
@@ -608,12 +620,8 @@ class CommitPathTransactions(TransactionManager):
     assignment rebuilds them from the changelogs.
     """
 
-    @property
-    def transactional_id(self) -> str:
-        return process_transactional_id(self.app)
-
     def _tps_to_transactional_ids(self, tps: set[TP]) -> set[str]:
-        return {self.transactional_id} if self._tps_to_active_tpgs(tps) else set()
+        return set(process_transactional_ids(self.app)) if self._tps_to_active_tpgs(tps) else set()
 
     async def send(
         self,
@@ -627,7 +635,7 @@ class CommitPathTransactions(TransactionManager):
         transactional_id: str | None = None,
     ) -> Awaitable[RecordMetadata]:
         p = self.consumer.key_partition(topic, key, partition)
-        tid = self.transactional_id if p is not None else None
+        tid = open_transactional_id(self.app) if p is not None else None
         return await self.producer.send(
             topic, key, value, p, timestamp, headers, transactional_id=tid
         )
@@ -635,9 +643,9 @@ class CommitPathTransactions(TransactionManager):
     async def commit(self, offsets: Mapping[TP, int], start_new_transaction: bool = True) -> bool:
         if not offsets:
             return True
-        try:
+        try:  # it drains the table writes into the open transaction, then passes the turn
             await commit_path_producer(self.app).commit_transactions(
-                {self.transactional_id: offsets},
+                {open_transactional_id(self.app): offsets},
                 group_metadata(self.consumer),
                 start_new_transaction=start_new_transaction,
             )
