@@ -25,7 +25,7 @@ from streams.kafka.faust_transport import (
     TRANSACTION_TIMEOUT_S,
     CommitPathTransport,
     commit_path_producer,
-    open_transactional_id,
+    process_transactional_id,
 )
 from streams.kafka.topic_catalog import TopicLayout
 
@@ -116,7 +116,7 @@ async def send_in_transaction(
     """
     if not app.in_transaction:
         raise RuntimeError("send_in_transaction needs processing_guarantee='exactly_once'")
-    tid = open_transactional_id(app)
+    tid = process_transactional_id(app)
     producer = commit_path_producer(app)
     producer.add_table_partitions(tid, source.message.tp)
     sent = await producer.send(topic, key, value, partition, None, None, transactional_id=tid)

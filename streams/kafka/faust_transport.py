@@ -199,16 +199,9 @@ def table_partitions(
     return [TP(topic, source.partition) for topic in changelogs if group_for_topic(topic) == group]
 
 
-def process_transactional_ids(app: Any) -> tuple[str, str]:
-    """The two transactional ids of this process, taking turns (exactly-once v2: see
-    ``group_fencing`` and :class:`CommitPathTransactions`)."""
-    base = f"{app.conf.id}-{getattr(app, INSTANCE_ID)}"
-    return f"{base}-a", f"{base}-b"
-
-
-def open_transactional_id(app: Any) -> str:
-    """The transaction the steps running now write into."""
-    return process_transactional_ids(app)[commit_path_producer(app).turn]
+def process_transactional_id(app: Any) -> str:
+    """The one transactional id of this process (exactly-once v2: see ``group_fencing``)."""
+    return f"{app.conf.id}-{getattr(app, INSTANCE_ID)}"
 
 
 def group_metadata(consumer: Any) -> GroupMetadata:
@@ -227,7 +220,6 @@ class DeliveryCheckedProducer(driver.Producer):
         self.pending_sends: dict[str, list[asyncio.Future[RecordMetadata]]] = {}
         self.gate = StepGate()
         self.lost_writes: set[str] = set()  # transactions that must never commit
-        self.turn = 0  # which of the process's two transactions the steps write into
         self._table_tps: dict[TP, list[TP]] = {}
 
     def _settings_default(self) -> Mapping[str, Any]:
@@ -341,7 +333,6 @@ class DeliveryCheckedProducer(driver.Producer):
                 lock = self._trn_locks.setdefault(tid, asyncio.Lock())
                 await lock.acquire()
                 held.append(lock)
-            self.turn ^= 1  # the next steps write into the process's other transaction
             self.gate.reopen()
             outcomes = await asyncio.gather(
                 *(
@@ -604,12 +595,9 @@ class CommitPathTransactions(TransactionManager):
 
     faust opens a transaction per source partition. Every one of them paid its own
     requests and markers in every commit round, about ten per three-tag event at the
-    defaults. Here every step of the process writes into one open transaction, committed
-    with the offsets of all its partitions under the group generation that assigned
-    them; a new owner of a partition first waits until no transaction still holds its
-    offsets. Two transactional ids take turns: while one transaction commits (three
-    broker round trips), the steps that follow write into the other instead of waiting
-    for its lock. Commits stay one at a time, in order.
+    defaults. Here every step of the process writes into one transaction, committed with
+    the offsets of all its partitions under the group generation that assigned them; a
+    new owner of a partition first waits until no transaction still holds its offsets.
 
     At an eager rebalance faust drops every partition's acknowledgements *before* its last
     commit, so the steps done since the commit before are not committed: they run again
@@ -620,8 +608,12 @@ class CommitPathTransactions(TransactionManager):
     assignment rebuilds them from the changelogs.
     """
 
+    @property
+    def transactional_id(self) -> str:
+        return process_transactional_id(self.app)
+
     def _tps_to_transactional_ids(self, tps: set[TP]) -> set[str]:
-        return set(process_transactional_ids(self.app)) if self._tps_to_active_tpgs(tps) else set()
+        return {self.transactional_id} if self._tps_to_active_tpgs(tps) else set()
 
     async def send(
         self,
@@ -635,7 +627,7 @@ class CommitPathTransactions(TransactionManager):
         transactional_id: str | None = None,
     ) -> Awaitable[RecordMetadata]:
         p = self.consumer.key_partition(topic, key, partition)
-        tid = open_transactional_id(self.app) if p is not None else None
+        tid = self.transactional_id if p is not None else None
         return await self.producer.send(
             topic, key, value, p, timestamp, headers, transactional_id=tid
         )
@@ -643,9 +635,9 @@ class CommitPathTransactions(TransactionManager):
     async def commit(self, offsets: Mapping[TP, int], start_new_transaction: bool = True) -> bool:
         if not offsets:
             return True
-        try:  # it drains the table writes into the open transaction, then passes the turn
+        try:
             await commit_path_producer(self.app).commit_transactions(
-                {open_transactional_id(self.app): offsets},
+                {self.transactional_id: offsets},
                 group_metadata(self.consumer),
                 start_new_transaction=start_new_transaction,
             )
