@@ -106,9 +106,12 @@ class WorkerSettings(BaseModel):
         "kept when it restarts its agents (two live workers must never share one)",
     )
     transaction_timeout_s: float = Field(
-        10.0,
-        description="the broker aborts a dead worker's open transaction after this; until "
-        "then read_committed readers of the partitions it wrote wait",
+        5.0,
+        gt=0,
+        lt=10,
+        description="the broker aborts a dead worker's open transaction after this, before "
+        "the group (10 s session timeout) hands its partitions on; until then read_committed "
+        "readers of the partitions it wrote wait",
     )
     fault_injection: Literal["after-allocation-before-delivery"] | None = Field(
         None,

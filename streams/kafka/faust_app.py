@@ -38,7 +38,7 @@ def make_app(
     web_port: int | None = None,
     commit_max_interval_s: float | None = None,
     instance_id: str | None = None,
-    transaction_timeout_s: float = 10.0,
+    transaction_timeout_s: float = 5.0,
     **overrides: Any,
 ) -> faust.App:
     """A faust app in exactly-once mode, its web server on loopback only.
@@ -49,7 +49,10 @@ def make_app(
     never stretched). All the process's steps commit in one transaction, whose id ends in
     ``instance_id`` (default: a fresh one): a process started with the id of one that
     died aborts what that one left open at once; otherwise the broker aborts it after
-    ``transaction_timeout_s``.
+    ``transaction_timeout_s``, which must be shorter than the session timeout: a dead
+    worker's transaction is then aborted before the group hands its partitions on. A
+    changelog restore reads to the last stable offset, so a transaction still open there
+    would hide from a later owner what the next owner commits after it.
     """
     datadir.mkdir(parents=True, exist_ok=True)
     settings: dict[str, Any] = {
@@ -68,6 +71,11 @@ def make_app(
         "broker_heartbeat_interval": 1.0,
         **overrides,
     }
+    if transaction_timeout_s >= settings["broker_session_timeout"]:
+        raise ValueError(
+            f"transaction timeout {transaction_timeout_s} s must be shorter than the "
+            f"session timeout ({settings['broker_session_timeout']} s)"
+        )
     app = faust.App(app_id, **settings)
     app.transport = CommitPathTransport(app.conf.broker_consumer, app)
     if commit_max_interval_s is not None:
@@ -118,6 +126,8 @@ async def send_in_transaction(
         raise RuntimeError("send_in_transaction needs processing_guarantee='exactly_once'")
     tid = process_transactional_id(app)
     producer = commit_path_producer(app)
-    producer.add_table_partitions(tid, source.message.tp)
     sent = await producer.send(topic, key, value, partition, None, None, transactional_id=tid)
+    # Right after the send, which held the transaction's lock: no commit has started since
+    # (none may add partitions to a transaction that is ending).
+    producer.add_table_partitions(tid, source.message.tp)
     return asyncio.ensure_future(sent)  # the commit waits for it; this step need not

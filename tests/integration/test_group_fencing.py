@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import dataclass
 
 import pytest
 from aiokafka import AIOKafkaConsumer
@@ -80,13 +81,28 @@ async def _commit_step(
     await producer.commit_transaction()
 
 
-def test_a_stale_generation_cannot_commit_offsets_and_its_outputs_stay_invisible(
-    bootstrap_servers: str, topic_prefix: str
-) -> None:
-    source, out, group = f"{topic_prefix}in", f"{topic_prefix}out", f"{topic_prefix}group"
+@dataclass(frozen=True)
+class Topics:
+    """A source topic of one partition read by ``group``, and an output topic."""
+
+    source: str
+    out: str
+    group: str
+    tp: TopicPartition
+
+
+@pytest.fixture
+def topics(bootstrap_servers: str, topic_prefix: str) -> Topics:
+    source = f"{topic_prefix}in"
     create_topic(bootstrap_servers, source)
-    create_topic(bootstrap_servers, out)
-    tp = TopicPartition(source, 0)
+    create_topic(bootstrap_servers, f"{topic_prefix}out")
+    return Topics(source, f"{topic_prefix}out", f"{topic_prefix}group", TopicPartition(source, 0))
+
+
+def test_a_stale_generation_cannot_commit_offsets_and_its_outputs_stay_invisible(
+    bootstrap_servers: str, topics: Topics
+) -> None:
+    source, out, group, tp = topics.source, topics.out, topics.group, topics.tp
 
     async def scenario() -> None:
         first = await _member(bootstrap_servers, group, source)
@@ -134,12 +150,9 @@ def test_a_reset_generation_is_refused_before_anything_is_sent() -> None:
 
 
 def test_the_new_owner_waits_until_no_transaction_holds_its_offsets(
-    bootstrap_servers: str, topic_prefix: str
+    bootstrap_servers: str, topics: Topics
 ) -> None:
-    source, out, group = f"{topic_prefix}in", f"{topic_prefix}out", f"{topic_prefix}group"
-    create_topic(bootstrap_servers, source)
-    create_topic(bootstrap_servers, out)
-    tp = TopicPartition(source, 0)
+    source, out, group, tp = topics.source, topics.out, topics.group, topics.tp
 
     async def scenario() -> None:
         member = await _member(bootstrap_servers, group, source)

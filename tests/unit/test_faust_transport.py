@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,8 +20,10 @@ import pytest
 from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as driver
 from faust.types import TP
+from pydantic import ValidationError
 
 from streams.errors import GroupFencedError, TransactionLostWriteError
+from streams.kafka.faust_app import make_app
 from streams.kafka.faust_transport import (
     CommitPathConsumer,
     CommitPathConsumerThread,
@@ -32,6 +35,7 @@ from streams.kafka.faust_transport import (
 )
 from streams.kafka.group_fencing import GroupFencedProducer, GroupMetadata
 from streams.kafka.step_gate import StepGate
+from streams.settings import WorkerSettings
 
 
 class RecordingTransactionProducer:
@@ -645,3 +649,12 @@ def test_a_reset_generation_never_commits_offsets_unfenced() -> None:
             await producer.send_offsets_to_transaction({}, GroupMetadata("app", -1, ""))
 
     asyncio.run(scenario())
+
+
+def test_a_dead_workers_transaction_must_time_out_before_its_partitions_move(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ValueError, match="shorter than the session timeout"):
+        make_app("app", "127.0.0.1:1", tmp_path, transaction_timeout_s=10.0)
+    with pytest.raises(ValidationError):
+        WorkerSettings(transaction_timeout_s=10.0)
