@@ -65,15 +65,14 @@ class TopicSettings(BaseModel):
     prefix: str = Field("dcb.", description="prepended to every topic name")
     partitions: int = Field(
         6,
-        description="commands, allocations, resolutions, events, certificates, results "
-        "(one transaction per partition: fewer make one worker faster, more let more "
-        "workers share the ledgers; dcb bench scale)",
+        description="commands, allocations, resolutions, events, certificates, results: "
+        "more let more workers share the ledgers (a worker commits all its partitions in "
+        "one transaction; dcb bench scale)",
     )
     tag_partitions: int = Field(
         12,
         description="tag deliveries (spread by serviceId + tag): more let more workers share "
-        "the tag work; fewer commit multi-tag events faster on one worker (one transaction "
-        "per tag partition)",
+        "the tag work",
     )
     dead_letter_partitions: int = 3
     replication_factor: int = 1
