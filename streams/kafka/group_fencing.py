@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import itertools
-import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -50,8 +48,6 @@ from aiokafka.protocol.types import (
 from aiokafka.structs import TopicPartition
 
 from streams.errors import GroupFencedError
-
-log = logging.getLogger(__name__)
 
 ILLEGAL_GENERATION = 22
 UNKNOWN_MEMBER_ID = 25
@@ -360,7 +356,9 @@ async def wait_for_stable_offsets(
     request = StableOffsetFetchRequest(coordinator.group_id, tps)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
-    for attempt in itertools.count(1):
+    attempt = 0
+    while True:
+        attempt += 1
         await coordinator.ensure_coordinator_known()
         try:
             resp = await coordinator._send_req(request)
@@ -379,4 +377,3 @@ async def wait_for_stable_offsets(
                 f"for {timeout_s:.0f} s ({retriable or 'unstable'})"
             )
         await asyncio.sleep(STABLE_POLL_S)
-    raise AssertionError("unreachable")
