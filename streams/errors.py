@@ -253,6 +253,13 @@ class GroupFencedError(InfraError):
     code = "group_fenced"
 
 
+class TransactionStillOpenError(InfraError):
+    """A changelog partition kept an open transaction past the wait for it: its end, where a
+    restore would stop, was not to be had (``streams/kafka/settled_ends.py``)."""
+
+    code = "transaction_still_open"
+
+
 class PostgresStartError(InfraError):
     """A local PostgreSQL server could not be initialised or started."""
 

@@ -19,6 +19,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+# A killed worker's partitions move to the others after this (faust's default: 60 s).
+SESSION_TIMEOUT_S = 10.0
 CONFIG_FILE_ENV = "DCB_CONFIG_FILE"
 DEFAULT_CONFIG_FILE = "dcb.toml"
 
@@ -107,10 +109,10 @@ class WorkerSettings(BaseModel):
     transaction_timeout_s: float = Field(
         5.0,
         gt=0,
-        lt=10,
+        lt=SESSION_TIMEOUT_S,
         description="the broker aborts a dead worker's open transaction after this, before "
-        "the group (10 s session timeout) hands its partitions on; until then read_committed "
-        "readers of the partitions it wrote wait",
+        f"the group ({SESSION_TIMEOUT_S:.0f} s session timeout) hands its partitions on; until "
+        "then read_committed readers of the partitions it wrote wait",
     )
     fault_injection: Literal["after-allocation-before-delivery"] | None = Field(
         None,

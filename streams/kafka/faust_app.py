@@ -28,6 +28,7 @@ from streams.kafka.faust_transport import (
     process_transactional_id,
 )
 from streams.kafka.topic_catalog import TopicLayout
+from streams.settings import SESSION_TIMEOUT_S
 
 
 def make_app(
@@ -50,9 +51,9 @@ def make_app(
     ``instance_id`` (default: a fresh one): a process started with the id of one that
     died aborts what that one left open at once; otherwise the broker aborts it after
     ``transaction_timeout_s``, which must be shorter than the session timeout: a dead
-    worker's transaction is then aborted before the group hands its partitions on. A
-    changelog restore reads to the last stable offset, so a transaction still open there
-    would hide from a later owner what the next owner commits after it.
+    worker's transaction is then aborted before the group hands its partitions on, and
+    the new owner's restore, which waits until no transaction is open on its changelogs
+    (:mod:`streams.kafka.settled_ends`), does not wait for it.
     """
     datadir.mkdir(parents=True, exist_ok=True)
     settings: dict[str, Any] = {
@@ -66,8 +67,7 @@ def make_app(
         "topic_disable_leader": True,
         "consumer_auto_offset_reset": "earliest",
         "store": "memory://",
-        # A killed worker's partitions move after 10 s, not faust's default 60 s.
-        "broker_session_timeout": 10.0,
+        "broker_session_timeout": SESSION_TIMEOUT_S,
         "broker_heartbeat_interval": 1.0,
         **overrides,
     }

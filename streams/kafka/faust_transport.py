@@ -48,7 +48,8 @@ it. See :class:`CommitPathConsumer`.
 
 **A restore reads the changelogs to their real end.** faust's ``exactly_once`` recovery
 took each changelog's end from the consumer's cache of the last fetch, empty in a fresh
-process: a restore that asked first restored nothing (see ``_highwaters``).
+process: a restore that asked first restored nothing. The end is now asked of the broker,
+once no transaction is open on the partition (see ``_highwaters``).
 
 **One transaction per process**, fenced by the consumer group rather than by a
 transactional id per source partition (:class:`CommitPathTransactions`,
@@ -84,6 +85,7 @@ from mode import Service
 from streams.errors import TransactionLostWriteError
 from streams.kafka.commit_pacing import QUIET_S, pause_after_commit
 from streams.kafka.group_fencing import GroupFencedProducer, GroupMetadata, wait_for_stable_offsets
+from streams.kafka.settled_ends import settled_ends
 from streams.kafka.step_gate import StepGate
 
 WriteSlot = tuple[str, int | None, Any]  # changelog topic, partition, table key
@@ -93,6 +95,10 @@ TRANSACTION_TIMEOUT_S = "dcb_transaction_timeout_s"
 # A transaction that holds a partition's offsets ends within its timeout and the
 # broker's next check for timed-out transactions.
 STABLE_OFFSETS_TIMEOUT_S = 120.0
+# A changelog partition's open transaction is a departed owner's: it ends within its
+# timeout (under 10 s) and the broker's next check; faust gives up on the restore's
+# ends after its broker request timeout (90 s).
+SETTLED_ENDS_TIMEOUT_S = 60.0
 
 
 def changelog_topics(app: Any) -> list[str]:
@@ -437,16 +443,18 @@ class CommitPathConsumerThread(driver.AIOKafkaConsumerThread):
         return consumer
 
     async def _highwaters(self, partitions: list[TP]) -> Mapping[TP, int]:
-        """The partitions' committed ends, as the broker says.
+        """The partitions' committed ends, as the broker says, once no transaction is
+        open on them (:mod:`streams.kafka.settled_ends`).
 
         faust's ``exactly_once`` recovery reads the consumer's cached last stable offset
         instead, which a fresh process has only once a fetch has answered for that
         partition: a restore that asked first saw every changelog as empty and started
-        from empty tables (seen after a broker restart). The ends come from a ListOffsets
-        request at the consumer's ``read_committed`` level. faust then waits out two
-        5 s timeouts when a changelog ends in a transaction marker, as it always does.
+        from empty tables (seen after a broker restart). faust then waits out two 5 s
+        timeouts when a changelog ends in a transaction marker, as it always does.
         """
-        return cast(Mapping[TP, int], await self._ensure_consumer().end_offsets(partitions))
+        client = self._ensure_consumer()._client
+        ends = await settled_ends(client, partitions, timeout_s=SETTLED_ENDS_TIMEOUT_S)
+        return cast(Mapping[TP, int], ends)
 
     async def _fetch_records(
         self,

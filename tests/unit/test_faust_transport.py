@@ -22,7 +22,7 @@ from faust.transport.drivers import aiokafka as driver
 from faust.types import TP
 from pydantic import ValidationError
 
-from streams.errors import GroupFencedError, TransactionLostWriteError
+from streams.errors import GroupFencedError, TransactionLostWriteError, TransactionStillOpenError
 from streams.kafka.faust_app import make_app
 from streams.kafka.faust_transport import (
     CommitPathConsumer,
@@ -34,6 +34,7 @@ from streams.kafka.faust_transport import (
     table_partitions,
 )
 from streams.kafka.group_fencing import GroupFencedProducer, GroupMetadata
+from streams.kafka.settled_ends import open_transactions, settled_ends
 from streams.kafka.step_gate import StepGate
 from streams.settings import WorkerSettings
 
@@ -494,19 +495,45 @@ def test_a_seek_before_the_fetch_returned_leaves_the_batch_whole() -> None:
     assert fetch_then(kafka, None, before_fetch=rebalance_seek) == BATCH
 
 
-def test_recovery_asks_the_broker_where_a_changelog_ends() -> None:
-    class FreshConsumer:
-        """A consumer that has not fetched yet: no cached last stable offset."""
+class ListOffsetsBroker:
+    """A broker's ListOffsets answers: a transaction is open on ``A`` (records 50-55 not
+    yet committed) for the first ``open_for`` requests at read_committed."""
 
-        def last_stable_offset(self, tp: Any) -> None:
-            return None
+    def __init__(self, open_for: int) -> None:
+        self.open_for = open_for
+        self.cluster = SimpleNamespace(leader_for_partition=lambda tp: 1)
 
-        async def end_offsets(self, partitions: Any) -> dict[Any, int]:
-            return {tp: 56 for tp in partitions}  # ListOffsets at read_committed
+    async def send(self, node: int, request: Any) -> Any:
+        committed = request._isolation_level == 1
+        if committed:
+            self.open_for -= 1
+        ends = {A: 50 if committed and self.open_for >= 0 else 56, B: 56}
+        topics = [("commands", [(tp.partition, 0, -1, end) for tp, end in ends.items()])]
+        return SimpleNamespace(topics=topics)
 
+
+def test_recovery_asks_the_broker_where_a_changelog_ends_once_no_transaction_is_open() -> None:
+    """A fresh process has no cached last stable offset; and a restore that stopped at an
+    open transaction's first record would miss what was committed beyond it."""
+    broker = ListOffsetsBroker(open_for=2)
     thread = thread_for(FakeAiokafka({}, {}))
-    thread.__dict__.update(_consumer=FreshConsumer(), consumer=SimpleNamespace(in_transaction=True))
+    fresh = SimpleNamespace(_client=broker, last_stable_offset=lambda tp: None)
+    thread.__dict__.update(_consumer=fresh, consumer=SimpleNamespace(in_transaction=True))
     assert asyncio.run(thread._highwaters([A, B])) == {A: 56, B: 56}
+    assert broker.open_for == -1  # asked again until the transaction had ended
+
+
+def test_a_transaction_left_open_is_reported_by_code() -> None:
+    broker = ListOffsetsBroker(open_for=10**6)
+    with pytest.raises(TransactionStillOpenError, match="stayed open") as raised:
+        asyncio.run(settled_ends(broker, [A, B], timeout_s=0.1))
+    assert raised.value.code == "transaction_still_open"
+
+
+def test_open_transactions_are_where_the_committed_end_is_short() -> None:
+    assert open_transactions({A: 5, B: 7}, {A: 5, B: 9}) == [B]
+    assert open_transactions({}, {A: 0}) == [A]
+    assert open_transactions({A: 3}, {A: 3}) == []
 
 
 class SeekingThread:
