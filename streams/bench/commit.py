@@ -2,7 +2,9 @@
 
 Every scenario is a closed loop of writers appending one event each time, without an
 append condition, through the public SDK; the baseline sends the same encoded command
-bytes through raw transactional produce -> consume at the same writer counts.
+bytes through raw transactional produce -> consume at the same writer counts. Between
+them, the transport floor (:mod:`streams.bench.floor`) relays the same bytes through
+faust with no logic in its steps: the ceiling of a commit path of that many steps.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import random
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from streams.bench.floor import FloorResult, run_floor, steps_per_event
 from streams.bench.hops import HopBreakdown, HopTracer
 from streams.bench.load import Operation, closed_loop
 from streams.bench.raw import TransactionalRoundTrip
@@ -45,6 +49,7 @@ class BenchPlan(BaseModel):
     # broker JVM compiles for its first ~20 s of load (its JIT threads took half of its
     # CPU then, ~0.04 cores after), which slowed whichever scenarios came first.
     warm_pass_s: float = 20.0
+    floor_steps: int = 20_000  # 0: no transport floor
 
     def scenarios(self) -> Iterator[tuple[int, int, int]]:
         for services in self.services:
@@ -60,7 +65,12 @@ class BenchPlan(BaseModel):
     @property
     def seconds(self) -> float:
         runs = len(list(self.scenarios())) + len(self.writers) + len(self.traced())
-        return runs * (self.warmup_s + self.measure_s) + 2 * self.warm_pass_s
+        return runs * (self.warmup_s + self.measure_s) + 2 * self.warm_pass_s + self.floor_s
+
+    @property
+    def floor_s(self) -> float:
+        """About how long the floor takes: its worker's start, then ~2,000 steps/s."""
+        return 15 + self.floor_steps / 2000 if self.floor_steps else 0
 
 
 class CommitBenchReport(BaseModel):
@@ -69,9 +79,28 @@ class CommitBenchReport(BaseModel):
     settings: dict[str, str | int | float]
     plan: BenchPlan
     raw: list[ScenarioResult]
+    floor: FloorResult | None = None
     dcb: list[ScenarioResult]
     ratios: dict[str, float | None]
     hops: list[HopBreakdown]
+
+    def floor_summary(self) -> str | None:
+        """The floor's rate, and the ceiling it puts on each tag count beside raw's rate at
+        the most writers."""
+        floor = self.floor
+        if floor is None:
+            return None
+        busiest = max(self.raw, key=lambda r: r.writers, default=None)
+        parts = []
+        for tags in sorted({r.tags for r in self.dcb}):
+            ceiling = floor.events_per_s_ceiling(tags)
+            share = f", {ceiling / busiest.events_per_s:.0%} of raw" if busiest else ""
+            parts.append(f"{tags} tag(s): {steps_per_event(tags)} steps, {ceiling:.0f}/s{share}")
+        return (
+            f"transport floor (faust + exactly-once, one output per step, no logic): "
+            f"{floor.steps_per_s:.0f} steps/s, {floor.cpu_us_per_step:.0f} us CPU per step; "
+            f"ceiling per event: " + "; ".join(parts)
+        )
 
 
 def bench_event(rng: random.Random, tags: int) -> EventData:
@@ -216,11 +245,16 @@ def run_dcb(
 
 
 def run_commit_bench(
-    settings: DcbSettings, plan: BenchPlan, tick: Callable[[float], None]
+    settings: DcbSettings, plan: BenchPlan, tick: Callable[[float], None], floor_log: Path
 ) -> CommitBenchReport:
     started = datetime.now(UTC)
     others = other_partitions(broker_partitions(settings), owned_prefixes(settings))
     raw = run_raw(settings, plan, tick)
+    floor = None
+    if plan.floor_steps:
+        value = command_bytes(settings, max(plan.tags))
+        floor = run_floor(settings, plan.floor_steps, value, floor_log)
+        tick(plan.floor_s)
     dcb, hops = run_dcb(settings, plan, tick)
     ratios = {r.key: ratio_to_baseline(r, raw) for r in dcb}
     return CommitBenchReport(
@@ -235,6 +269,7 @@ def run_commit_bench(
         },
         plan=plan,
         raw=raw,
+        floor=floor,
         dcb=dcb,
         ratios=ratios,
         hops=hops,

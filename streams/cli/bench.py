@@ -106,6 +106,14 @@ def commit(
     warmup: Annotated[float, typer.Option(help="Seconds of warm-up per scenario.")] = 3.0,
     measure: Annotated[float, typer.Option(help="Seconds measured per scenario.")] = 10.0,
     warm_pass: WarmPass = 20.0,
+    floor_steps: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Records the transport floor relays (faust with no logic in its steps); "
+            "0: no floor.",
+        ),
+    ] = 20_000,
     out: Annotated[Path, typer.Option(help="Folder of commit.json and commit.png.")] = Path(
         "bench/results"
     ),
@@ -122,6 +130,7 @@ def commit(
         warmup_s=warmup,
         measure_s=measure,
         warm_pass_s=warm_pass,
+        floor_steps=floor_steps,
     )
     with _bench_run(as_json, "dcb-bench") as (settings, _):
         with embedded_broker(settings, keep_broker, as_json):
@@ -131,7 +140,9 @@ def commit(
                     _progress(as_json) as bar,
                 ):
                     task = bar.add_task("benchmarking", total=plan.seconds)
-                    report = run_commit_bench(settings, plan, lambda s: bar.advance(task, s))
+                    report = run_commit_bench(
+                        settings, plan, lambda s: bar.advance(task, s), out / "commit-floor.log"
+                    )
             finally:
                 delete_topics_with_prefix(
                     clients.admin(settings.resolved_bootstrap_servers),
@@ -318,6 +329,8 @@ def _print(report: CommitBenchReport, written: list[Path]) -> None:
             f"{ratio:.0%}" if ratio is not None else "",
         )
     console.print(table)
+    if (floor := report.floor_summary()) is not None:
+        console.print(floor)
     for breakdown in report.hops:
         hops = Table(f"hop ({breakdown.scenario}: {breakdown.path})", "p50 ms", "p99 ms")
         for hop in breakdown.hops:

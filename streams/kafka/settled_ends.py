@@ -47,7 +47,6 @@ async def list_ends(
     for tp in partitions:
         leader = client.cluster.leader_for_partition(tp)
         if leader is None or leader < 0:
-            await client.force_metadata_update()
             raise for_code(5)(f"no leader for {tp}")  # LEADER_NOT_AVAILABLE: retriable
         by_leader[leader][tp.topic].append(tp.partition)
     ends: dict[TopicPartition, int] = {}
@@ -95,6 +94,7 @@ async def settled_ends(
             if not exc.retriable:
                 raise
             pending = repr(exc)
+            client.force_metadata_update()  # a moved leader: ask the next one
         else:
             pending = open_transactions(committed, written)
             if not pending:

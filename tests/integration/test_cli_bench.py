@@ -28,7 +28,7 @@ def test_bench_commit_measures_both_systems_and_cleans_up(
 ) -> None:
     before = _bench_topics(bootstrap_servers)
     out = tmp_path / "results"
-    short = ["--warmup", "0.5", "--measure", "2", "--warm-pass", "1"]
+    short = ["--warmup", "0.5", "--measure", "2", "--warm-pass", "1", "--floor-steps", "200"]
     args = ["--writers", "2", "--tags", "2", "--services", "2", *short, "--out", str(out)]
     result = dcb("bench", "commit", "--json", *args, env=_env(bootstrap_servers, tmp_path))
     assert result.exit_code == 0, result.stderr[-3000:]
@@ -42,6 +42,10 @@ def test_bench_commit_measures_both_systems_and_cleans_up(
     assert report["ratios"]["w2-t2-s2"] == pytest.approx(
         scenario["events_per_s"] / report["raw"][0]["events_per_s"], abs=0.001
     )
+    floor = report["floor"]
+    assert (floor["steps"], floor["outputs_per_step"]) == (200, 1)
+    assert floor["steps_per_s"] > 0 and floor["cpu_us_per_step"] > 0
+    assert (out / "commit-floor.log").exists()
     assert json.loads((out / "commit.json").read_text()) == report
     assert _bench_topics(bootstrap_servers) == before
 

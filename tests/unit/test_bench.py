@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 import os
 import time
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.bench.commit import BenchPlan, other_partitions
+from streams.bench.commit import BenchPlan, CommitBenchReport, other_partitions
+from streams.bench.floor import FloorResult, steps_per_event
 from streams.bench.hops import breakdown
 from streams.bench.load import closed_loop
 from streams.bench.scale import CpuWindow, Layout, ScalePlan, cost, layout_settings
@@ -48,7 +50,34 @@ def test_plan_runs_every_combination_once() -> None:
     assert len(combos) == len(set(combos)) == 8
     assert plan.traced() == [(8, 1, 1), (8, 3, 1)]
     # + the raw baseline per writer count + traces + one warm pass per system
-    assert plan.seconds == (8 + 2 + 2) * 3 + 2 * plan.warm_pass_s
+    assert plan.seconds == (8 + 2 + 2) * 3 + 2 * plan.warm_pass_s + plan.floor_s
+    assert BenchPlan(floor_steps=0).floor_s == 0
+
+
+def test_a_one_tag_event_takes_three_steps_and_each_more_tag_four() -> None:
+    assert [steps_per_event(tags) for tags in (1, 2, 3)] == [3, 9, 13]
+
+
+def test_the_floor_caps_each_tag_count_beside_raw_at_the_most_writers() -> None:
+    floor = FloorResult(steps=100, outputs_per_step=1, steps_per_s=2600, cpu_us_per_step=380)
+    assert floor.events_per_s_ceiling(3) == 200
+    report = CommitBenchReport(
+        started_at=datetime.now(UTC),
+        machine={},
+        settings={},
+        plan=BenchPlan(),
+        raw=[result("raw", 8, 1000), result("raw", 64, 5200)],
+        floor=floor,
+        dcb=[result("dcb", 64, 100).model_copy(update={"tags": tags}) for tags in (1, 3)],
+        ratios={},
+        hops=[],
+    )
+    summary = report.floor_summary()
+    assert summary is not None
+    assert "2600 steps/s, 380 us CPU per step" in summary
+    assert "1 tag(s): 3 steps, 867/s, 17% of raw" in summary
+    assert "3 tag(s): 13 steps, 200/s, 4% of raw" in summary
+    assert report.model_copy(update={"floor": None}).floor_summary() is None
 
 
 def test_only_planned_scenarios_get_a_traced_pass() -> None:

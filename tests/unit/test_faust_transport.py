@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from aiokafka.errors import NotLeaderForPartitionError
 from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as driver
 from faust.types import TP
@@ -499,11 +500,19 @@ class ListOffsetsBroker:
     """A broker's ListOffsets answers: a transaction is open on ``A`` (records 50-55 not
     yet committed) for the first ``open_for`` requests at read_committed."""
 
-    def __init__(self, open_for: int) -> None:
+    def __init__(self, open_for: int, moved_leader: bool = False) -> None:
         self.open_for = open_for
+        self.moved_leader = moved_leader
+        self.metadata_updates = 0
         self.cluster = SimpleNamespace(leader_for_partition=lambda tp: 1)
 
+    def force_metadata_update(self) -> None:
+        self.metadata_updates += 1
+
     async def send(self, node: int, request: Any) -> Any:
+        if self.moved_leader:
+            self.moved_leader = False
+            raise NotLeaderForPartitionError()
         committed = request._isolation_level == 1
         if committed:
             self.open_for -= 1
@@ -521,6 +530,12 @@ def test_recovery_asks_the_broker_where_a_changelog_ends_once_no_transaction_is_
     thread.__dict__.update(_consumer=fresh, consumer=SimpleNamespace(in_transaction=True))
     assert asyncio.run(thread._highwaters([A, B])) == {A: 56, B: 56}
     assert broker.open_for == -1  # asked again until the transaction had ended
+
+
+def test_a_moved_leader_is_asked_again_after_a_metadata_update() -> None:
+    broker = ListOffsetsBroker(open_for=0, moved_leader=True)
+    assert asyncio.run(settled_ends(broker, [A, B], timeout_s=5)) == {A: 56, B: 56}
+    assert broker.metadata_updates == 1
 
 
 def test_a_transaction_left_open_is_reported_by_code() -> None:
