@@ -19,6 +19,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -73,32 +74,32 @@ def run_floor(
         producer.poll(0)
     if producer.flush(60):
         raise WorkerStartError("the floor's backlog was not delivered")
-    result = log.with_suffix(".json")
-    result.unlink(missing_ok=True)
-    env = {
-        **os.environ,
-        **worker_env(settings),
-        f"{ENV_PREFIX}BOOTSTRAP": bootstrap,
-        f"{ENV_PREFIX}APP_ID": f"{settings.worker.app_id}-floor",
-        f"{ENV_PREFIX}SOURCE": source,
-        f"{ENV_PREFIX}OUT": out,
-        f"{ENV_PREFIX}STEPS": str(steps),
-        f"{ENV_PREFIX}DATADIR": str(log.parent / "floor-data"),
-        f"{ENV_PREFIX}RESULT": str(result),
-    }
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as output:
-        command = [sys.executable, "-m", "streams.bench.floor", "worker", "-l", "info"]
-        proc = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not result.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise WorkerStartError(f"the floor worker gave no result; its log: {log}")
-            time.sleep(0.2)
-        return FloorResult.model_validate_json(result.read_text())
-    finally:
-        terminate(proc, 10)
+    with tempfile.TemporaryDirectory(prefix="dcb-floor-") as scratch:
+        result = Path(scratch) / "result.json"
+        env = {
+            **os.environ,
+            **worker_env(settings),
+            f"{ENV_PREFIX}BOOTSTRAP": bootstrap,
+            f"{ENV_PREFIX}APP_ID": f"{settings.worker.app_id}-floor",
+            f"{ENV_PREFIX}SOURCE": source,
+            f"{ENV_PREFIX}OUT": out,
+            f"{ENV_PREFIX}STEPS": str(steps),
+            f"{ENV_PREFIX}DATADIR": str(Path(scratch) / "data"),
+            f"{ENV_PREFIX}RESULT": str(result),
+        }
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("wb") as output:
+            command = [sys.executable, "-m", "streams.bench.floor", "worker", "-l", "info"]
+            proc = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while not result.exists():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise WorkerStartError(f"the floor worker gave no result; its log: {log}")
+                time.sleep(0.2)
+            return FloorResult.model_validate_json(result.read_text())
+        finally:
+            terminate(proc, 10)
 
 
 def floor_app() -> Any:
@@ -144,7 +145,9 @@ def floor_app() -> Any:
                     steps_per_s=round(steps / wall, 1),
                     cpu_us_per_step=round(1e6 * cpu / steps, 1),
                 )
-                Path(env["RESULT"]).write_text(json.dumps(result.model_dump()))
+                written = Path(env["RESULT"] + ".tmp")  # renamed: never read half-written
+                written.write_text(json.dumps(result.model_dump()))
+                written.rename(env["RESULT"])
 
     return app
 
