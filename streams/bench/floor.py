@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from streams.errors import WorkerStartError
+from streams.errors import KafkaUnavailableError, WorkerStartError
 from streams.infra.processes import terminate
 from streams.infra.worker_process import worker_env
 from streams.kafka import clients
@@ -49,7 +49,8 @@ class FloorResult(BaseModel):
 
 
 def steps_per_event(tags: int) -> int:
-    """Agent steps (records consumed by the worker) per committed event of ``tags`` tags.
+    """Agent steps (records consumed by the worker) per committed event of ``tags`` tags
+    and no append condition (a condition's other tags are targets too).
 
     One tag takes the one-phase path: the command, the tag's check-and-install, the
     evidence. More take two phases: the command, a PREPARE and a vote per tag, an INSTALL
@@ -73,7 +74,7 @@ def run_floor(
         producer.produce(source, key=str(i % KEYS).encode(), value=value)
         producer.poll(0)
     if producer.flush(60):
-        raise WorkerStartError("the floor's backlog was not delivered")
+        raise KafkaUnavailableError("the floor's backlog was not delivered within 60 s")
     with tempfile.TemporaryDirectory(prefix="dcb-floor-") as scratch:
         result = Path(scratch) / "result.json"
         env = {
