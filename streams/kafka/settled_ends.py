@@ -25,7 +25,7 @@ import collections
 from collections.abc import Iterable
 from typing import Any
 
-from aiokafka.errors import KafkaError, for_code
+from aiokafka.errors import KafkaError, LeaderNotAvailableError, for_code
 from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.structs import TopicPartition
 
@@ -47,7 +47,7 @@ async def list_ends(
     for tp in partitions:
         leader = client.cluster.leader_for_partition(tp)
         if leader is None or leader < 0:
-            raise for_code(5)(f"no leader for {tp}")  # LEADER_NOT_AVAILABLE: retriable
+            raise LeaderNotAvailableError(f"no leader for {tp}")  # retriable
         by_leader[leader][tp.topic].append(tp.partition)
     ends: dict[TopicPartition, int] = {}
     for leader, topics in by_leader.items():
