@@ -17,7 +17,7 @@ import faust
 from streams.codec import codec_from_settings
 from streams.infra.supervisor import EXIT_RESTART
 from streams.kafka import clients
-from streams.kafka.faust_app import changelog_layouts, make_app
+from streams.kafka.faust_app import changelog_layouts, commit_pacing, make_app
 from streams.kafka.faust_transport import DeliveryCheckedProducer
 from streams.kafka.processor import Processor
 from streams.kafka.topic_admin import ensure_topics
@@ -38,11 +38,9 @@ def build_worker(settings: DcbSettings) -> faust.App:
         data_dir,
         topic_allow_declare=True,  # the tables' changelog topics
         topic_partitions=settings.topics.partitions,
-        broker_commit_interval=worker.commit_interval_s,
-        commit_max_interval_s=worker.commit_max_interval_s,
         instance_id=worker.instance_id,
-        transaction_timeout_s=worker.transaction_timeout_s,
         table_standby_replicas=0,
+        **commit_pacing(worker),
     )
     proc = Processor(app, settings, codec_from_settings(settings))
     ledgers = ledger_agent.register(proc)

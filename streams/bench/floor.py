@@ -64,7 +64,7 @@ def run_floor(
 ) -> FloorResult:
     """Relay ``steps`` records of ``value`` through a floor worker; its measured rate."""
     bootstrap = settings.resolved_bootstrap_servers
-    source, out = (f"{settings.topics.prefix}bench-floor-{name}" for name in ("in", "out"))
+    source, out = floor_topics(settings)
     ensure_topics(
         clients.admin(bootstrap),
         [TopicLayout(t, settings.topics.partitions, 1, "delete") for t in (source, out)],
@@ -80,10 +80,6 @@ def run_floor(
         env = {
             **os.environ,
             **worker_env(settings),
-            f"{ENV_PREFIX}BOOTSTRAP": bootstrap,
-            f"{ENV_PREFIX}APP_ID": f"{settings.worker.app_id}-floor",
-            f"{ENV_PREFIX}SOURCE": source,
-            f"{ENV_PREFIX}OUT": out,
             f"{ENV_PREFIX}STEPS": str(steps),
             f"{ENV_PREFIX}DATADIR": str(Path(scratch) / "data"),
             f"{ENV_PREFIX}RESULT": str(result),
@@ -103,24 +99,30 @@ def run_floor(
             terminate(proc, 10)
 
 
+def floor_topics(settings: DcbSettings) -> tuple[str, str]:
+    """The floor's source and output topics, under the run's prefix."""
+    prefix = settings.topics.prefix
+    return f"{prefix}bench-floor-in", f"{prefix}bench-floor-out"
+
+
 def floor_app() -> Any:
-    """The floor worker's faust app: the worker's commit settings (``DCB_*``, as
-    ``worker_env`` passes them) and its topics and count (``DCB_FLOOR_*``)."""
-    from streams.kafka.faust_app import make_app, send_in_transaction
+    """The floor worker's faust app: the worker's broker, app id and commit settings
+    (``DCB_*``, as ``worker_env`` passes them) and its count and folders
+    (``DCB_FLOOR_*``)."""
+    from streams.kafka.faust_app import commit_pacing, make_app, send_in_transaction
     from streams.kafka.faust_transport import commit_path_producer
 
     env = {k.removeprefix(ENV_PREFIX): v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)}
-    steps, worker = int(env["STEPS"]), DcbSettings().worker
+    settings = DcbSettings()
+    steps, (source_topic, out) = int(env["STEPS"]), floor_topics(settings)
     app = make_app(
-        env["APP_ID"],
-        env["BOOTSTRAP"],
+        f"{settings.worker.app_id}-floor",
+        settings.resolved_bootstrap_servers,
         Path(env["DATADIR"]),
-        broker_commit_interval=worker.commit_interval_s,
-        commit_max_interval_s=worker.commit_max_interval_s,
-        transaction_timeout_s=worker.transaction_timeout_s,
+        **commit_pacing(settings.worker),
     )
     source = app.topic(
-        env["SOURCE"],
+        source_topic,
         key_type=bytes,
         value_type=bytes,
         key_serializer="raw",
@@ -135,7 +137,7 @@ def floor_app() -> Any:
             async with gate.step():
                 if not done:
                     started, cpu_at_start = time.monotonic(), _cpu_s()
-                await send_in_transaction(app, event, env["OUT"], event.key, event.value)
+                await send_in_transaction(app, event, out, event.key, event.value)
                 done += 1
             if done == steps:
                 await app.consumer.commit()  # the last steps' outputs too

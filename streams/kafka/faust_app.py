@@ -28,7 +28,7 @@ from streams.kafka.faust_transport import (
     process_transactional_id,
 )
 from streams.kafka.topic_catalog import TopicLayout
-from streams.settings import SESSION_TIMEOUT_S
+from streams.settings import SESSION_TIMEOUT_S, WorkerSettings
 
 
 def make_app(
@@ -83,6 +83,16 @@ def make_app(
     setattr(app, INSTANCE_ID, instance_id or uuid.uuid4().hex)
     setattr(app, TRANSACTION_TIMEOUT_S, transaction_timeout_s)
     return app
+
+
+def commit_pacing(worker: WorkerSettings) -> dict[str, Any]:
+    """``make_app``'s arguments for how a worker commits, from its settings: every app of
+    the commit path (the worker, the bench's transport floor) commits the same way."""
+    return {
+        "broker_commit_interval": worker.commit_interval_s,
+        "commit_max_interval_s": worker.commit_max_interval_s,
+        "transaction_timeout_s": worker.transaction_timeout_s,
+    }
 
 
 def changelog_layouts(app: faust.App, replication_factor: int) -> list[TopicLayout]:
