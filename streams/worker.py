@@ -17,7 +17,7 @@ import faust
 from streams.codec import codec_from_settings
 from streams.infra.supervisor import EXIT_RESTART
 from streams.kafka import clients
-from streams.kafka.faust_app import changelog_layouts, commit_pacing, make_app
+from streams.kafka.faust_app import changelog_layouts, commit_options, make_app
 from streams.kafka.faust_transport import DeliveryCheckedProducer
 from streams.kafka.processor import Processor
 from streams.kafka.topic_admin import ensure_topics
@@ -40,7 +40,7 @@ def build_worker(settings: DcbSettings) -> faust.App:
         topic_partitions=settings.topics.partitions,
         instance_id=worker.instance_id,
         table_standby_replicas=0,
-        **commit_pacing(worker),
+        **commit_options(worker),
     )
     proc = Processor(app, settings, codec_from_settings(settings))
     ledgers = ledger_agent.register(proc)

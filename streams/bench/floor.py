@@ -109,7 +109,7 @@ def floor_app() -> Any:
     """The floor worker's faust app: the worker's broker, app id and commit settings
     (``DCB_*``, as ``worker_env`` passes them) and its count and folders
     (``DCB_FLOOR_*``)."""
-    from streams.kafka.faust_app import commit_pacing, make_app, send_in_transaction
+    from streams.kafka.faust_app import commit_options, make_app, send_in_transaction
     from streams.kafka.faust_transport import commit_path_producer
 
     env = {k.removeprefix(ENV_PREFIX): v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)}
@@ -119,7 +119,7 @@ def floor_app() -> Any:
         f"{settings.worker.app_id}-floor",
         settings.resolved_bootstrap_servers,
         Path(env["DATADIR"]),
-        **commit_pacing(settings.worker),
+        **commit_options(settings.worker),
     )
     source = app.topic(
         source_topic,

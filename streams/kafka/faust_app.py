@@ -85,7 +85,7 @@ def make_app(
     return app
 
 
-def commit_pacing(worker: WorkerSettings) -> dict[str, Any]:
+def commit_options(worker: WorkerSettings) -> dict[str, Any]:
     """``make_app``'s arguments for how a worker commits, from its settings: every app of
     the commit path (the worker, the bench's transport floor) commits the same way."""
     return {
