@@ -4,7 +4,9 @@ Every scenario is a closed loop of writers appending one event each time, withou
 append condition, through the public SDK; the baseline sends the same encoded command
 bytes through raw transactional produce -> consume at the same writer counts. Between
 them, the transport floor (:mod:`streams.bench.floor`) relays the same bytes through
-faust with no logic in its steps: the ceiling of a commit path of that many steps.
+faust with no logic in its steps: the ceiling of a commit path of that many steps. Each
+scenario's worker CPU per step, beside the floor's, tells how much the steps themselves
+cost on top of the transport.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from streams.bench.cpu import CpuWindow
 from streams.bench.floor import FloorResult, run_floor, steps_per_event
 from streams.bench.hops import HopBreakdown, HopTracer
 from streams.bench.load import Operation, closed_loop
@@ -73,6 +76,34 @@ class BenchPlan(BaseModel):
         return 15 + self.floor_steps / 2000 if self.floor_steps else 0
 
 
+class WorkerCost(BaseModel):
+    """The worker's CPU (all its processes and threads) over one scenario's window."""
+
+    scenario: str  # ScenarioResult.key
+    cores: float
+    cpu_us_per_step: float | None  # None: nothing committed
+    times_floor: float | None  # cpu_us_per_step over the floor's; None without a floor
+
+
+def worker_cost(
+    result: ScenarioResult, cpu_s: float, measure_s: float, floor: FloorResult | None
+) -> WorkerCost:
+    """``cpu_s`` spent by the worker while ``result`` was measured, per agent step."""
+    steps = result.completed * steps_per_event(result.tags)
+    per_step = round(cpu_s * 1e6 / steps, 1) if steps else None
+    times = (
+        round(per_step / floor.cpu_us_per_step, 1)
+        if per_step is not None and floor is not None and floor.cpu_us_per_step > 0
+        else None
+    )
+    return WorkerCost(
+        scenario=result.key,
+        cores=round(cpu_s / measure_s, 2),
+        cpu_us_per_step=per_step,
+        times_floor=times,
+    )
+
+
 class CommitBenchReport(BaseModel):
     started_at: datetime
     machine: dict[str, str | int]
@@ -83,6 +114,10 @@ class CommitBenchReport(BaseModel):
     dcb: list[ScenarioResult]
     ratios: dict[str, float | None]
     hops: list[HopBreakdown]
+    worker: list[WorkerCost] = Field(default_factory=list)  # one per dcb scenario
+
+    def worker_cost(self, result: ScenarioResult) -> WorkerCost | None:
+        return next((w for w in self.worker if w.scenario == result.key), None)
 
     def floor_summary(self) -> str | None:
         """The floor's rate, and the ceiling it puts on each tag count beside raw's rate at
@@ -203,21 +238,28 @@ def _dcb_scenario(
     plan: BenchPlan,
     tick: Callable[[float], None],
     tracer: HopTracer | None,
+    window: CpuWindow | None = None,
 ) -> ScenarioResult:
     operation = appends(views, writers, tags, services, tracer)
-    measured = closed_loop(writers, operation, plan.warmup_s, plan.measure_s, tick)
+    measured = closed_loop(writers, operation, plan.warmup_s, plan.measure_s, tick, window)
     return ScenarioResult.of("dcb", writers, tags, services, measured)
 
 
 def run_dcb(
-    settings: DcbSettings, plan: BenchPlan, tick: Callable[[float], None]
-) -> tuple[list[ScenarioResult], list[HopBreakdown]]:
-    """Every scenario of ``plan`` through the SDK, then a pass per traced scenario.
+    settings: DcbSettings,
+    plan: BenchPlan,
+    tick: Callable[[float], None],
+    worker_pids: list[int],
+    floor: FloorResult | None,
+) -> tuple[list[ScenarioResult], list[HopBreakdown], list[WorkerCost]]:
+    """Every scenario of ``plan`` through the SDK, with the CPU of the worker processes
+    ``worker_pids`` (none: not measured), then a pass per traced scenario.
 
     Tracing tails three topics in this process, beside the writers: its passes are not
     the measured ones, so it cannot slow the scenarios it explains.
     """
     results: list[ScenarioResult] = []
+    costs: list[WorkerCost] = []
     hops: list[HopBreakdown] = []
     run_id = uuid.uuid4().hex[:6]
     with DcbClient(service_id=f"bench-{run_id}-0", settings=settings, timeout_s=60) as root:
@@ -232,7 +274,12 @@ def run_dcb(
             tick,
         )
         for writers, tags, services in plan.scenarios():
-            results.append(_dcb_scenario(views, writers, tags, services, plan, tick, None))
+            window = CpuWindow({"worker": worker_pids})
+            result = _dcb_scenario(views, writers, tags, services, plan, tick, None, window)
+            results.append(result)
+            if worker_pids:
+                spent = window.spent.get("worker", 0.0)
+                costs.append(worker_cost(result, spent, plan.measure_s, floor))
         for writers, tags, services in plan.traced():
             tracer = HopTracer(settings)
             try:
@@ -241,11 +288,15 @@ def run_dcb(
                 label = f"{writers} writers, {tags} tag(s), {services} service(s)"
                 hops.append(tracer.breakdown(label))
                 tracer.close()
-    return results, hops
+    return results, hops, costs
 
 
 def run_commit_bench(
-    settings: DcbSettings, plan: BenchPlan, tick: Callable[[float], None], floor_log: Path
+    settings: DcbSettings,
+    plan: BenchPlan,
+    tick: Callable[[float], None],
+    floor_log: Path,
+    worker_pids: list[int] | None = None,
 ) -> CommitBenchReport:
     started = datetime.now(UTC)
     others = other_partitions(broker_partitions(settings), owned_prefixes(settings))
@@ -255,7 +306,7 @@ def run_commit_bench(
         value = command_bytes(settings, max(plan.tags))
         floor = run_floor(settings, plan.floor_steps, value, floor_log)
         tick(plan.floor_s)
-    dcb, hops = run_dcb(settings, plan, tick)
+    dcb, hops, worker = run_dcb(settings, plan, tick, worker_pids or [], floor)
     ratios = {r.key: ratio_to_baseline(r, raw) for r in dcb}
     return CommitBenchReport(
         started_at=started,
@@ -273,4 +324,5 @@ def run_commit_bench(
         dcb=dcb,
         ratios=ratios,
         hops=hops,
+        worker=worker,
     )

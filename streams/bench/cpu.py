@@ -40,3 +40,19 @@ def cpu_seconds(pids: Iterable[int]) -> float:
             ticks += int(fields[11]) + int(fields[12])  # utime, stime
         todo += tree.get(pid, [])
     return ticks / _TICKS
+
+
+class CpuWindow:
+    """CPU seconds of named process groups between a window's opening and closing."""
+
+    def __init__(self, groups: dict[str, list[int]]) -> None:
+        self.groups = groups
+        self._opened: dict[str, float] = {}
+        self.spent: dict[str, float] = {}
+
+    def __call__(self, opened: bool) -> None:
+        now = {name: cpu_seconds(pids) for name, pids in self.groups.items()}
+        if opened:
+            self._opened = now
+        else:
+            self.spent = {name: now[name] - self._opened.get(name, now[name]) for name in now}

@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from streams.bench.commit import appends, machine
-from streams.bench.cpu import cpu_seconds
+from streams.bench.cpu import CpuWindow
 from streams.bench.load import closed_loop
 from streams.bench.stats import ScenarioResult
 from streams.infra.broker import EmbeddedBroker
@@ -105,22 +105,6 @@ def layout_settings(base: DcbSettings, layout: Layout) -> DcbSettings:
     )
     worker = base.worker.model_copy(update={"app_id": f"{base.worker.app_id}-{layout.name}"})
     return base.model_copy(update={"topics": topics, "worker": worker})
-
-
-class CpuWindow:
-    """CPU seconds of named process groups between a window's opening and closing."""
-
-    def __init__(self, groups: dict[str, list[int]]) -> None:
-        self.groups = groups
-        self._opened: dict[str, float] = {}
-        self.spent: dict[str, float] = {}
-
-    def __call__(self, opened: bool) -> None:
-        now = {name: cpu_seconds(pids) for name, pids in self.groups.items()}
-        if opened:
-            self._opened = now
-        else:
-            self.spent = {name: now[name] - self._opened.get(name, now[name]) for name in now}
 
 
 def cost(

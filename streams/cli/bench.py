@@ -136,12 +136,16 @@ def commit(
         with embedded_broker(settings, keep_broker, as_json):
             try:
                 with (
-                    running_worker(settings, out / "commit-worker.log"),
+                    running_worker(settings, out / "commit-worker.log") as worker,
                     _progress(as_json) as bar,
                 ):
                     task = bar.add_task("benchmarking", total=plan.seconds)
                     report = run_commit_bench(
-                        settings, plan, lambda s: bar.advance(task, s), out / "commit-floor.log"
+                        settings,
+                        plan,
+                        lambda s: bar.advance(task, s),
+                        out / "commit-floor.log",
+                        [worker.proc.pid] if worker.proc is not None else [],
                     )
             finally:
                 delete_topics_with_prefix(
@@ -313,10 +317,23 @@ def _print_peers(report: PeerBenchReport, written: list[Path]) -> None:
 
 def _print(report: CommitBenchReport, written: list[Path]) -> None:
     table = Table(
-        "system", "writers", "tags", "services", "events/s", "p50 ms", "p99 ms", "failed", "vs raw"
+        "system",
+        "writers",
+        "tags",
+        "services",
+        "events/s",
+        "p50 ms",
+        "p99 ms",
+        "failed",
+        "vs raw",
+        "worker cores",
+        "us CPU/step",
     )
     for r in report.raw + report.dcb:
         ratio = report.ratios.get(r.key) if r.system == "dcb" else None
+        cost = report.worker_cost(r) if r.system == "dcb" else None
+        per_step = cost.cpu_us_per_step if cost is not None else None
+        times = f" ({cost.times_floor}x floor)" if cost and cost.times_floor else ""
         table.add_row(
             r.system,
             str(r.writers),
@@ -327,6 +344,8 @@ def _print(report: CommitBenchReport, written: list[Path]) -> None:
             f"{r.p99_ms:.0f}",
             str(r.failed),
             f"{ratio:.0%}" if ratio is not None else "",
+            f"{cost.cores:.2f}" if cost is not None else "",
+            f"{per_step:.0f}{times}" if per_step is not None else "",
         )
     console.print(table)
     if (floor := report.floor_summary()) is not None:

@@ -46,6 +46,13 @@ def test_bench_commit_measures_both_systems_and_cleans_up(
     assert (floor["steps"], floor["outputs_per_step"]) == (200, 1)
     assert floor["steps_per_s"] > 0 and floor["cpu_us_per_step"] > 0
     assert (out / "commit-floor.log").exists()
+    (cost,) = report["worker"]  # the worker's CPU while the scenario ran, per agent step
+    assert cost["scenario"] == "w2-t2-s2"
+    assert cost["cores"] > 0 and cost["cpu_us_per_step"] > 0
+    assert cost["times_floor"] == pytest.approx(
+        cost["cpu_us_per_step"] / floor["cpu_us_per_step"],
+        abs=0.051,  # one decimal
+    )
     assert json.loads((out / "commit.json").read_text()) == report
     assert _bench_topics(bootstrap_servers) == before
 

@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.bench.commit import BenchPlan, CommitBenchReport, other_partitions
+from streams.bench.commit import BenchPlan, CommitBenchReport, other_partitions, worker_cost
+from streams.bench.cpu import CpuWindow
 from streams.bench.floor import FloorResult, steps_per_event
 from streams.bench.hops import breakdown
 from streams.bench.load import closed_loop
-from streams.bench.scale import CpuWindow, Layout, ScalePlan, cost, layout_settings
+from streams.bench.scale import Layout, ScalePlan, cost, layout_settings
 from streams.bench.stats import Measurement, ScenarioResult, percentile, ratio_to_baseline
 from streams.settings import DcbSettings
 
@@ -78,6 +79,32 @@ def test_the_floor_caps_each_tag_count_beside_raw_at_the_most_writers() -> None:
     assert "1 tag(s): 3 steps, 867/s, 17% of raw" in summary
     assert "3 tag(s): 13 steps, 200/s, 4% of raw" in summary
     assert report.model_copy(update={"floor": None}).floor_summary() is None
+
+
+def test_worker_cost_is_cpu_per_agent_step_beside_the_floor() -> None:
+    floor = FloorResult(steps=100, outputs_per_step=1, steps_per_s=2600, cpu_us_per_step=250)
+    three_tags = result("dcb", 8, 50).model_copy(update={"tags": 3})  # 500 events, 13 steps each
+    cost = worker_cost(three_tags, cpu_s=8.125, measure_s=10, floor=floor)
+    assert (cost.scenario, cost.cores) == ("w8-t3-s1", 0.81)
+    assert cost.cpu_us_per_step == 1250.0  # 8.125 s over 6,500 steps
+    assert cost.times_floor == 5.0
+    one_tag = worker_cost(result("dcb", 64, 200), cpu_s=6.0, measure_s=10, floor=None)
+    assert (one_tag.cpu_us_per_step, one_tag.times_floor) == (1000.0, None)  # 2,000 x 3 steps
+    idle = worker_cost(result("dcb", 1, 0), cpu_s=0.5, measure_s=10, floor=floor)
+    assert (idle.cpu_us_per_step, idle.times_floor) == (None, None)
+    report = CommitBenchReport(
+        started_at=datetime.now(UTC),
+        machine={},
+        settings={},
+        plan=BenchPlan(),
+        raw=[],
+        dcb=[three_tags],
+        ratios={},
+        hops=[],
+        worker=[cost],
+    )
+    assert report.worker_cost(three_tags) == cost
+    assert report.worker_cost(result("dcb", 64, 1)) is None
 
 
 def test_only_planned_scenarios_get_a_traced_pass() -> None:
