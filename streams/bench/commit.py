@@ -116,9 +116,6 @@ class CommitBenchReport(BaseModel):
     hops: list[HopBreakdown]
     worker: list[WorkerCost] = Field(default_factory=list)  # one per dcb scenario
 
-    def worker_cost(self, result: ScenarioResult) -> WorkerCost | None:
-        return next((w for w in self.worker if w.scenario == result.key), None)
-
     def floor_summary(self) -> str | None:
         """The floor's rate, and the ceiling it puts on each tag count beside raw's rate at
         the most writers."""

@@ -317,23 +317,10 @@ def _print_peers(report: PeerBenchReport, written: list[Path]) -> None:
 
 def _print(report: CommitBenchReport, written: list[Path]) -> None:
     table = Table(
-        "system",
-        "writers",
-        "tags",
-        "services",
-        "events/s",
-        "p50 ms",
-        "p99 ms",
-        "failed",
-        "vs raw",
-        "worker cores",
-        "us CPU/step",
+        "system", "writers", "tags", "services", "events/s", "p50 ms", "p99 ms", "failed", "vs raw"
     )
     for r in report.raw + report.dcb:
         ratio = report.ratios.get(r.key) if r.system == "dcb" else None
-        cost = report.worker_cost(r) if r.system == "dcb" else None
-        per_step = cost.cpu_us_per_step if cost is not None else None
-        times = f" ({cost.times_floor}x floor)" if cost and cost.times_floor else ""
         table.add_row(
             r.system,
             str(r.writers),
@@ -344,12 +331,22 @@ def _print(report: CommitBenchReport, written: list[Path]) -> None:
             f"{r.p99_ms:.0f}",
             str(r.failed),
             f"{ratio:.0%}" if ratio is not None else "",
-            f"{cost.cores:.2f}" if cost is not None else "",
-            f"{per_step:.0f}{times}" if per_step is not None else "",
         )
     console.print(table)
     if (floor := report.floor_summary()) is not None:
         console.print(floor)
+    if report.worker:
+        cpu = Table("dcb worker's CPU", "cores", "us per agent step", "x floor's")
+        for cost in report.worker:
+            times = cost.times_floor
+            per_step = cost.cpu_us_per_step
+            cpu.add_row(
+                cost.scenario,
+                f"{cost.cores:.2f}",
+                f"{per_step:.0f}" if per_step is not None else "",
+                f"{times:.1f}" if times is not None else "",
+            )
+        console.print(cpu)
     for breakdown in report.hops:
         hops = Table(f"hop ({breakdown.scenario}: {breakdown.path})", "p50 ms", "p99 ms")
         for hop in breakdown.hops:

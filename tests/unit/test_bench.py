@@ -92,19 +92,6 @@ def test_worker_cost_is_cpu_per_agent_step_beside_the_floor() -> None:
     assert (one_tag.cpu_us_per_step, one_tag.times_floor) == (1000.0, None)  # 2,000 x 3 steps
     idle = worker_cost(result("dcb", 1, 0), cpu_s=0.5, measure_s=10, floor=floor)
     assert (idle.cpu_us_per_step, idle.times_floor) == (None, None)
-    report = CommitBenchReport(
-        started_at=datetime.now(UTC),
-        machine={},
-        settings={},
-        plan=BenchPlan(),
-        raw=[],
-        dcb=[three_tags],
-        ratios={},
-        hops=[],
-        worker=[cost],
-    )
-    assert report.worker_cost(three_tags) == cost
-    assert report.worker_cost(result("dcb", 64, 1)) is None
 
 
 def test_only_planned_scenarios_get_a_traced_pass() -> None:
