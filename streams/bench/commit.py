@@ -271,10 +271,10 @@ def run_dcb(
             tick,
         )
         for writers, tags, services in plan.scenarios():
-            window = CpuWindow({"worker": worker_pids})
+            window = CpuWindow({"worker": worker_pids}) if worker_pids else None
             result = _dcb_scenario(views, writers, tags, services, plan, tick, None, window)
             results.append(result)
-            if worker_pids:
+            if window is not None:
                 spent = window.spent.get("worker", 0.0)
                 costs.append(worker_cost(result, spent, plan.measure_s, floor))
         for writers, tags, services in plan.traced():
