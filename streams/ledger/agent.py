@@ -22,6 +22,7 @@ from streams.kafka.topic_catalog import TopicRole, delivery_key
 from streams.ledger import store
 from streams.ledger.ledger import IssuanceLedger, Step
 from streams.ledger.state import CompletedAttempt, LedgerState
+from streams.model import table_rows
 from streams.model.records import AvroRecord, Command, CommitResult, ErrorInfo, TagResolution
 
 NAME = "ledger"
@@ -32,9 +33,9 @@ def register(proc: Processor) -> Any:
     app, grace_ms = proc.app, proc.settings.worker.grace_ms
     fault = proc.settings.worker.fault_injection
     partitions = proc.settings.topics.partitions
-    ledgers = app.Table("ledgers", default=None, partitions=partitions)
-    inflight = app.Table("inflight", default=None, partitions=partitions)
-    completed = app.Table("attempts", default=None, partitions=partitions)
+    ledgers = app.Table("ledgers", default=None, partitions=partitions, value_type=bytes)
+    inflight = app.Table("inflight", default=None, partitions=partitions, value_type=bytes)
+    completed = app.Table("attempts", default=None, partitions=partitions, value_type=bytes)
 
     live: LiveStates[IssuanceLedger] = LiveStates(ledgers)
 
@@ -89,9 +90,8 @@ def register(proc: Processor) -> Any:
             return ledger.reconcile(now, skip_grace=skip)
         if record.commit is None:
             raise LedgerError("a COMMIT command without its attempt")
-        key = f"{record.service_id}/{record.commit.attempt_id}"
-        done = completed.get(key)
-        previous = CompletedAttempt.model_validate(done) if done is not None else None
+        done = completed.get(store.attempt_key(record.service_id, record.commit.attempt_id))
+        previous = CompletedAttempt.model_validate_json(done) if done is not None else None
         return ledger.register(record.commit, now, previous)
 
     async def handle(event: EventT[Any]) -> None:
@@ -120,8 +120,8 @@ def register(proc: Processor) -> Any:
                 step.certificate = ledger.certificate(step.certificate.generated_at)
         save(ledger, record, before)
         for done_attempt in step.completed:
-            completed[f"{service_id}/{done_attempt.attempt_id}"] = done_attempt.model_dump(
-                mode="json"
+            completed[store.attempt_key(service_id, done_attempt.attempt_id)] = table_rows.dump(
+                done_attempt
             )
         await proc.publish(event, outputs(step, service_id))
 

@@ -6,16 +6,17 @@ then one vote and one piece of evidence per tag). A step changes at most the att
 its record names, except a reconcile pass, which may change any; attempts that leave
 the ledger (answered and certified) are deleted. So a step writes the header and the
 attempts it may have touched, and the two tables always join back into the state.
+Rows are JSON bytes (:mod:`streams.model.table_rows`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any
 
 from streams.errors import CorruptLedgerError
-from streams.ledger.state import LedgerState
+from streams.ledger.state import AttemptState, LedgerState
+from streams.model import table_rows
 from streams.model.records import AvroRecord, Command, TagResolution
 
 ATTEMPT_IDS = "attempt_ids"
@@ -36,8 +37,8 @@ def touched_by(record: AvroRecord) -> set[str] | None:
 
 @dataclass
 class LedgerWrites:
-    header: dict[str, Any]
-    attempts: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> AttemptState
+    header: bytes
+    attempts: dict[str, bytes] = field(default_factory=dict)  # key -> AttemptState
     removed: list[str] = field(default_factory=list)  # keys
 
 
@@ -45,29 +46,36 @@ def writes_for(
     state: LedgerState, touched: Collection[str] | None, before: Collection[str]
 ) -> LedgerWrites:
     """What to store after a step: ``before`` are the attempt ids in flight before it."""
-    header = state.model_dump(mode="json", exclude={"attempts"})
-    header[ATTEMPT_IDS] = sorted(state.attempts)
+    header = table_rows.dump(
+        state, exclude={"attempts"}, extra={ATTEMPT_IDS: sorted(state.attempts)}
+    )
     ids = state.attempts.keys() if touched is None else state.attempts.keys() & set(touched)
     return LedgerWrites(
         header=header,
         attempts={
-            attempt_key(state.service_id, i): state.attempts[i].model_dump(mode="json")
+            attempt_key(state.service_id, i): table_rows.dump(state.attempts[i])
             for i in sorted(ids)
         },
         removed=[attempt_key(state.service_id, i) for i in before if i not in state.attempts],
     )
 
 
-def restore(header: dict[str, Any], attempt: Callable[[str], dict[str, Any] | None]) -> LedgerState:
+def restore(header: bytes, attempt: Callable[[str], bytes | None]) -> LedgerState:
     """Join a header with its attempts (``attempt(key)``) into the ledger state."""
-    fields = {k: v for k, v in header.items() if k != ATTEMPT_IDS}
+    fields = table_rows.load(header)
     attempts = {}
-    for attempt_id in header.get(ATTEMPT_IDS, []):
+    for attempt_id in fields.pop(ATTEMPT_IDS, []):
         stored = attempt(attempt_key(fields["service_id"], attempt_id))
         if stored is None:
             raise CorruptLedgerError(
                 f"attempt {attempt_id} is in the ledger header but not stored",
                 attempt_id=attempt_id,
             )
-        attempts[attempt_id] = stored
+        attempts[attempt_id] = AttemptState.model_validate_json(stored)
     return LedgerState.model_validate({**fields, "attempts": attempts})
+
+
+def recovery_due_ms(header: bytes) -> int | None:
+    """When the stored ledger wants a reconcile pass (ms since the epoch), if it does."""
+    due = table_rows.load(header).get("recovery_due_ms")
+    return None if due is None else int(due)

@@ -15,6 +15,7 @@ from typing import Any
 from streams.kafka import clients
 from streams.kafka.processor import Processor
 from streams.kafka.topic_catalog import TopicRole
+from streams.ledger import store
 from streams.model.records import Command, ReconcileRequest
 
 
@@ -35,8 +36,8 @@ def register(proc: Processor, ledgers: Any) -> None:
     @proc.app.timer(proc.settings.worker.reconcile_interval_s)  # type: ignore[untyped-decorator]
     async def reconcile_timer() -> None:
         now_ms = int(time.time() * 1000)
-        for service_id, raw in list(ledgers.items()):
-            due = raw.get("recovery_due_ms") if raw else None
+        for service_id, header in list(ledgers.items()):
+            due = store.recovery_due_ms(header) if header else None
             if due is not None and due <= now_ms:
                 command = reconcile_command(service_id, False, "timer")
                 value = proc.codec.encode(command.schema_name, command.to_avro())

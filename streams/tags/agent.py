@@ -27,26 +27,26 @@ NAME = "tags"
 
 def register(proc: Processor) -> Any:
     app, partitions = proc.app, proc.settings.topics.tag_partitions
-    headers = app.Table("tag-tables", default=None, partitions=partitions)
-    installed = app.Table("tag-installed", default=None, partitions=partitions)
+    headers = app.Table("tag-tables", default=None, partitions=partitions, value_type=bytes)
+    installed = app.Table("tag-installed", default=None, partitions=partitions, value_type=bytes)
     live: LiveStates[TagTable] = LiveStates(headers)
 
-    def load(key: str, delivery: TagDelivery) -> TagTable:
+    def load(key: str, delivery: TagDelivery) -> tuple[TagTable, int]:
+        """The table of ``key`` and how many of its installed events are stored."""
         cached = live.take(key)
         if cached is not None:
-            return cached
+            return cached, len(cached.state.installed)  # its last step stored them all
         header = headers.get(key)
         if header is None:
-            return TagTable(TagTableState(service_id=delivery.service_id, tag=delivery.tag))
-        return TagTable(store.restore(key, header, installed.get))
+            return TagTable(TagTableState(service_id=delivery.service_id, tag=delivery.tag)), 0
+        return TagTable(store.restore(key, header, installed.get)), store.rows_stored(header)
 
     async def handle(event: EventT[Any]) -> None:
         try:
             delivery = proc.decode(event)
             assert isinstance(delivery, TagDelivery)
             key = delivery_key(delivery.service_id, delivery.tag)
-            table = load(key, delivery)
-            before = store.rows_stored(headers.get(key))
+            table, before = load(key, delivery)
             answer = table.handle(delivery, datetime.now(UTC))
         except DcbError as exc:  # codec errors included
             await proc.dead_letter(event, NAME, exc)

@@ -6,17 +6,17 @@ bytes, and a busy tag (an invoice sequence, a unique-name registry) would outgro
 Kafka's record size after a few thousand events: the worker could no longer commit.
 Installed events are append-only, so a step writes the header (epoch, head,
 reservations, tombstones, how many are installed) and the rows it appended; the two
-tables always join back into the state.
+tables always join back into the state. Rows are JSON bytes (:mod:`streams.model.table_rows`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from streams.errors import CorruptTagTableError
-from streams.tags.table import TagTableState
+from streams.model import table_rows
+from streams.tags.table import InstalledEvent, TagTableState
 
 INSTALLED_COUNT = "installed_count"
 
@@ -28,41 +28,41 @@ def installed_key(table_key: str, index: int) -> str:
 
 @dataclass
 class TagWrites:
-    header: dict[str, Any]
-    installed: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> InstalledEvent
+    header: bytes
+    installed: dict[str, bytes] = field(default_factory=dict)  # key -> InstalledEvent
 
 
 def writes_for(state: TagTableState, table_key: str, installed_before: int) -> TagWrites:
     """What to store after a step: rows before ``installed_before`` are stored already."""
-    header = state.model_dump(mode="json", exclude={"installed"})
-    header[INSTALLED_COUNT] = len(state.installed)
+    header = table_rows.dump(
+        state, exclude={"installed"}, extra={INSTALLED_COUNT: len(state.installed)}
+    )
     return TagWrites(
         header=header,
         installed={
-            installed_key(table_key, i): state.installed[i].model_dump(mode="json")
+            installed_key(table_key, i): table_rows.dump(state.installed[i])
             for i in range(installed_before, len(state.installed))
         },
     )
 
 
-def rows_stored(header: dict[str, Any] | None) -> int:
+def rows_stored(header: bytes | None) -> int:
     """How many installed rows the stored ``header`` counts: a step writes the rows after them.
 
     A whole table written before this layout (its events inline, no count) has none, so
     its first step here writes them all.
     """
-    return 0 if header is None else int(header.get(INSTALLED_COUNT, 0))
+    return 0 if header is None else int(table_rows.load(header).get(INSTALLED_COUNT, 0))
 
 
-def restore(
-    table_key: str, header: dict[str, Any], row: Callable[[str], dict[str, Any] | None]
-) -> TagTableState:
+def restore(table_key: str, header: bytes, row: Callable[[str], bytes | None]) -> TagTableState:
     """Join a header with its installed rows (``row(key)``) into the tag table's state."""
-    if INSTALLED_COUNT not in header:
-        return TagTableState.model_validate(header)  # a whole table of the earlier layout
-    fields = {k: v for k, v in header.items() if k != INSTALLED_COUNT}
+    fields = table_rows.load(header)
+    if INSTALLED_COUNT not in fields:
+        return TagTableState.model_validate(fields)  # a whole table of the earlier layout
+    count = fields.pop(INSTALLED_COUNT)
     installed = []
-    for index in range(header[INSTALLED_COUNT]):
+    for index in range(count):
         stored = row(installed_key(table_key, index))
         if stored is None:
             raise CorruptTagTableError(
@@ -70,5 +70,5 @@ def restore(
                 tag=fields.get("tag"),
                 index=index,
             )
-        installed.append(stored)
+        installed.append(InstalledEvent.model_validate_json(stored))
     return TagTableState.model_validate({**fields, "installed": installed})
