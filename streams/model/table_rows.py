@@ -4,7 +4,7 @@ A row as a dict of dicts cost the step pydantic's dump to JSON-ready Python and 
 faust's JSON encoder (about 93 µs per ledger step with 64 attempts in flight, against
 17 µs serialised once by pydantic). And every row a table holds stayed in memory as a
 tree of containers that Python's cyclic collector walked at each full collection: as
-tables grew, a collection paused the worker for up to 130 ms (8 writers, 3 tags), long
+tables grew, a collection paused the worker for up to 160 ms (8 and 64 writers), long
 enough to show in the commit p99. Bytes are one object the collector never looks into.
 The JSON is the same as before, so changelogs written either way restore.
 """
