@@ -14,8 +14,22 @@ from rich.table import Table
 from streams.cli.output import console, emit, reported
 from streams.cli.services import embedded_broker, running_worker
 from streams.demo.courses import define_courses, fold, run_subscriptions
+from streams.model.records import Certificate
 from streams.sdk import DcbClient
 from streams.settings import DcbSettings
+
+# A refused attempt is answered once decided; fencing its other tags goes on a moment after.
+SETTLE_TIMEOUT_S = 10.0
+
+
+def settled_certificate(client: DcbClient) -> Certificate | None:
+    """The service's certificate once nothing is unresolved (or the newest after a while)."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    certificate = client.certificate()
+    while (certificate is None or certificate.unresolved_count) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        certificate = client.certificate()
+    return certificate
 
 
 def demo(
@@ -63,7 +77,7 @@ def demo(
             )
         elapsed = time.monotonic() - t0
         log_events = client.read()
-        certificate = client.certificate()
+        certificate = settled_certificate(client)
     per_course, per_student = fold(log_events)
     sound = all(per_course[c] <= capacity_of[c] for c in capacity_of) and all(
         n <= limit for n in per_student.values()

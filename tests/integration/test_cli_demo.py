@@ -37,3 +37,5 @@ def test_demo_fills_the_courses_and_refuses_the_rest(
     }
     assert len(report["refused"]) == 16 - 6
     assert report["certificate"]["closedPrefixSuid"] is not None
+    # The final certificate: the refused attempts' other tags are fenced too.
+    assert report["certificate"]["unresolvedCount"] == 0
