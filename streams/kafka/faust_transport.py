@@ -83,6 +83,7 @@ from faust.types import TP, FutureMessage, RecordMetadata
 from mode import Service
 
 from streams.errors import TransactionLostWriteError
+from streams.kafka.commit_hooks import CommitHook
 from streams.kafka.commit_pacing import QUIET_S, pause_after_commit
 from streams.kafka.group_fencing import GroupFencedProducer, GroupMetadata, wait_for_stable_offsets
 from streams.kafka.settled_ends import settled_ends
@@ -226,6 +227,7 @@ class DeliveryCheckedProducer(driver.Producer):
         self.pending_sends: dict[str, list[asyncio.Future[RecordMetadata]]] = {}
         self.gate = StepGate()
         self.lost_writes: set[str] = set()  # transactions that must never commit
+        self.commit_hooks: list[CommitHook] = []
         self._table_tps: dict[TP, list[TP]] = {}
 
     def _settings_default(self) -> Mapping[str, Any]:
@@ -299,9 +301,21 @@ class DeliveryCheckedProducer(driver.Producer):
         for tp in tps:
             manager.maybe_add_partition_to_txn(tp)
 
+    async def run_commit_hooks(self) -> None:
+        """Under the closed gate, before a commit: the agents' hooks (:mod:`commit_hooks`).
+        A hook that fails may have written part of what it owed: nothing commits any more."""
+        try:
+            for hook in self.commit_hooks:
+                await hook.before_commit()
+        except BaseException as exc:
+            self.gate.broken = self.gate.broken or exc
+            raise
+
     async def abort_open_transactions(self) -> list[str]:
         """Abort every transaction that holds writes (at revocation; see
         :class:`CommitPathTransactions`); the transactional ids aborted."""
+        for hook in self.commit_hooks:
+            hook.discard()
         aborted = []
         for tid, producer in sorted(self._transaction_producers.items()):
             manager = producer._txn_manager
@@ -578,6 +592,7 @@ class CommitPathConsumer(driver.Consumer):
         gate = producer.gate
         await gate.close()  # before faust reads the acknowledged offsets
         try:
+            await producer.run_commit_hooks()
             committed: bool = await super().force_commit(
                 topics, start_new_transaction=start_new_transaction
             )

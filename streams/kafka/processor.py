@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
-from contextlib import AbstractAsyncContextManager
+import weakref
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import faust
 import pydantic
+from faust.streams import _current_event
 from faust.types import EventT, RecordMetadata
 
 from streams.codec import AvroCodec
@@ -54,6 +56,17 @@ class Processor:
     def step(self) -> AbstractAsyncContextManager[None]:
         """Run one record as a step: no commit can cut it in two (``step_gate``)."""
         return commit_path_producer(self.app).gate.step()
+
+    @staticmethod
+    @contextmanager
+    def tables_of(source: EventT[Any]) -> Iterator[None]:
+        """Table writes made outside an agent's iteration (a commit hook) go to the
+        changelog partitions of ``source``'s: faust takes them from the current event."""
+        token = _current_event.set(weakref.ref(source))
+        try:
+            yield
+        finally:
+            _current_event.reset(token)
 
     def topic(self, role: TopicRole) -> str:
         return topic_name(self.settings.topics, role)

@@ -4,18 +4,23 @@ One agent reads ``dcb.commands`` and ``dcb.tag-resolutions`` (co-partitioned by
 serviceId), so each service's ledger steps run one at a time in its partition.
 Each step loads the service's ledger from the ``ledgers`` table, runs the pure core,
 stores the state and publishes the step's records — all in the source partition's
-transaction.
+transaction. A service whose closed prefix moved gets its certificate once per commit
+round, from :class:`CertificatesDue`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from faust.types import EventT
+from faust.types import EventT, RecordMetadata
 
 from streams.errors import CodecError, DcbError, LedgerError
+from streams.kafka.faust_transport import commit_path_producer
 from streams.kafka.live_state import LiveStates
 from streams.kafka.processor import Processor
 from streams.kafka.topic_catalog import TopicRole, delivery_key
@@ -27,6 +32,46 @@ from streams.model.records import AvroRecord, Command, CommitResult, ErrorInfo, 
 
 NAME = "ledger"
 FAULT_TAG_PREFIX = "fault:"
+
+
+@dataclass
+class Due:
+    source: EventT[Any]  # a record of the service's partition, stepped in this round
+    events_end: asyncio.Future[RecordMetadata] | None  # the last event sent in the round
+
+
+class CertificatesDue:
+    """The services whose closed prefix moved in this commit round: a
+    :class:`~streams.kafka.commit_hooks.CommitHook` that certifies each once, at the commit.
+
+    A certificate's coverage is where the service's events end on ``dcb.events``, known
+    from the broker's answer to their produce. The step used to wait for that answer
+    (the ledger agent does nothing else meanwhile); at the commit it has mostly come,
+    and a round's steps of one service make one certificate, not one each.
+    """
+
+    def __init__(self, certify: Callable[[str, Due], Awaitable[None]]) -> None:
+        self._certify = certify
+        self._due: dict[str, Due] = {}
+
+    def add(
+        self,
+        service_id: str,
+        source: EventT[Any],
+        events_end: asyncio.Future[RecordMetadata] | None,
+    ) -> None:
+        earlier = self._due.get(service_id)
+        if events_end is None and earlier is not None:
+            events_end = earlier.events_end
+        self._due[service_id] = Due(source, events_end)
+
+    async def before_commit(self) -> None:
+        due, self._due = self._due, {}
+        for service_id, what in due.items():
+            await self._certify(service_id, what)
+
+    def discard(self) -> None:
+        self._due.clear()
 
 
 def register(proc: Processor) -> Any:
@@ -70,8 +115,6 @@ def register(proc: Processor) -> Any:
             for d in step.deliveries
             if not (lose and d.tag.startswith(FAULT_TAG_PREFIX))
         ]
-        if step.certificate is not None:
-            out.append((TopicRole.CERTIFICATES, service_id, step.certificate))
         out += [(TopicRole.COMMIT_RESULTS, r.attempt_id, r) for r in step.results]
         return out
 
@@ -112,18 +155,30 @@ def register(proc: Processor) -> Any:
                 await proc.publish(event, [(TopicRole.COMMIT_RESULTS, answer.attempt_id, answer)])
             return
         if step.events:
-            # Events first, and their offsets: the certificate covers them.
             events = [(TopicRole.EVENTS, service_id, e) for e in step.events]
-            last = await (await proc.publish(event, events))[-1]
-            ledger.events_written(last.partition, last.offset + 1)
-            if step.certificate is not None:
-                step.certificate = ledger.certificate(step.certificate.generated_at)
+            due.add(service_id, event, (await proc.publish(event, events))[-1])
+        elif step.certificate is not None:
+            due.add(service_id, event, None)
         save(ledger, record, before)
         for done_attempt in step.completed:
             completed[store.attempt_key(service_id, done_attempt.attempt_id)] = table_rows.dump(
                 done_attempt
             )
         await proc.publish(event, outputs(step, service_id))
+
+    async def certify(service_id: str, what: Due) -> None:
+        ledger = load(service_id)
+        if what.events_end is not None:
+            last = await what.events_end
+            ledger.events_written(last.partition, last.offset + 1)
+        with proc.tables_of(what.source):
+            ledgers[service_id] = store.header_row(ledger.state)
+        live.keep(service_id, ledger)
+        certificate = ledger.certificate(datetime.now(UTC))
+        await proc.publish(what.source, [(TopicRole.CERTIFICATES, service_id, certificate)])
+
+    due = CertificatesDue(certify)
+    commit_path_producer(app).commit_hooks.append(due)
 
     @app.agent(proc.source(TopicRole.COMMANDS, TopicRole.TAG_RESOLUTIONS), name=NAME)
     async def ledger_agent(stream: Any) -> None:

@@ -46,9 +46,7 @@ def writes_for(
     state: LedgerState, touched: Collection[str] | None, before: Collection[str]
 ) -> LedgerWrites:
     """What to store after a step: ``before`` are the attempt ids in flight before it."""
-    header = table_rows.dump(
-        state, exclude={"attempts"}, extra={ATTEMPT_IDS: sorted(state.attempts)}
-    )
+    header = header_row(state)
     ids = state.attempts.keys() if touched is None else state.attempts.keys() & set(touched)
     return LedgerWrites(
         header=header,
@@ -58,6 +56,11 @@ def writes_for(
         },
         removed=[attempt_key(state.service_id, i) for i in before if i not in state.attempts],
     )
+
+
+def header_row(state: LedgerState) -> bytes:
+    """The service's header: the state without its attempts, which have rows of their own."""
+    return table_rows.dump(state, exclude={"attempts"}, extra={ATTEMPT_IDS: sorted(state.attempts)})
 
 
 def restore(header: bytes, attempt: Callable[[str], bytes | None]) -> LedgerState:

@@ -39,6 +39,7 @@ from streams.model.records import (
 )
 from streams.sdk import DcbClient
 from streams.settings import DcbSettings
+from tests.integration.certificates import check_every_certificate
 from tests.integration.kafka_helpers import produce_all, read_all
 from tests.integration.load import Writers, registered
 from tests.integration.workers import WorkerProcess
@@ -261,6 +262,7 @@ def test_kill_9_of_the_worker_under_load_loses_and_duplicates_nothing(
     assert at_kill < load.total, "the load ended before the kill; nothing was tested"
     # Nothing lost, nothing duplicated: the log is exactly the acknowledged commits.
     load.check_log("load", [(e.event.event_id, e.position) for e in log])
+    assert check_every_certificate(pipeline_settings, {"load"}) > 1
 
 
 def test_an_attempt_nobody_answers_raises_answer_timeout(pipeline_settings: DcbSettings) -> None:
@@ -427,6 +429,7 @@ def load_through_a_rebalance(
             view.close()
     for service, log in logs.items():
         load.check_log(service, [(e.event.event_id, e.position) for e in log])
+    assert check_every_certificate(settings, set(services)) > len(services)
     letters = read_all(
         settings.resolved_bootstrap_servers,
         topic_name(settings.topics, TopicRole.DEAD_LETTERS),

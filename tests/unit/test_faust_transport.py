@@ -81,8 +81,24 @@ def producer_with(tids: list[str]) -> tuple[DeliveryCheckedProducer, list[str]]:
         drainable=SlowBuffer(log),
         gate=StepGate(),
         lost_writes=set(),
+        commit_hooks=[],
     )
     return producer, log
+
+
+class RecordingHook:
+    """A commit hook that notes when it runs and whether the gate was closed then."""
+
+    def __init__(self, log: list[str], gate: StepGate, fails: bool = False) -> None:
+        self.log, self.gate, self.fails = log, gate, fails
+
+    async def before_commit(self) -> None:
+        self.log.append(f"hook ran, gate {'closed' if self.gate.closed else 'open'}")
+        if self.fails:
+            raise RuntimeError("a send the hook awaited failed")
+
+    def discard(self) -> None:
+        self.log.append("hook discarded")
 
 
 def test_commit_drains_table_writes_and_waits_for_sends_first() -> None:
@@ -387,6 +403,7 @@ def test_a_commit_closes_the_gate_before_faust_reads_the_acknowledged_offsets(
 
     async def scenario() -> bool:
         producer, _ = producer_with([])
+        producer.commit_hooks.append(RecordingHook(log, producer.gate))
         consumer = CommitPathConsumer.__new__(CommitPathConsumer)
         consumer.__dict__["app"] = SimpleNamespace(producer=producer)
 
@@ -402,7 +419,32 @@ def test_a_commit_closes_the_gate_before_faust_reads_the_acknowledged_offsets(
         return producer.gate.closed
 
     assert asyncio.run(scenario()) is False  # reopened after a commit with nothing to do
-    assert log == ["step done", "offsets read"]
+    assert log == ["step done", "hook ran, gate closed", "offsets read"]
+
+
+def test_a_failed_commit_hook_commits_nothing_any_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    log: list[str] = []
+
+    async def faust_force_commit(self: Any, topics: Any, start_new_transaction: bool) -> bool:
+        log.append("offsets read")
+        return True
+
+    monkeypatch.setattr(driver.Consumer, "force_commit", faust_force_commit)
+
+    async def scenario() -> DeliveryCheckedProducer:
+        producer, _ = producer_with(["a"])
+        producer.commit_hooks.append(RecordingHook(log, producer.gate, fails=True))
+        consumer = CommitPathConsumer.__new__(CommitPathConsumer)
+        consumer.__dict__["app"] = SimpleNamespace(producer=producer)
+        with pytest.raises(RuntimeError, match="hook awaited failed"):
+            await consumer.force_commit()
+        with pytest.raises(TransactionLostWriteError):
+            await producer.commit_transactions({"a": {}}, "g")
+        return producer
+
+    producer = asyncio.run(scenario())
+    assert log == ["hook ran, gate closed"]  # faust never read offsets to commit
+    assert producer.half_done() is not None and not producer.gate.closed
 
 
 class FakeAiokafka:
@@ -628,12 +670,14 @@ def test_revocation_aborts_exactly_the_transactions_that_hold_writes() -> None:
 
         txn.abort_transaction = abort
 
+    producer.commit_hooks = [RecordingHook(log, StepGate())]
+
     async def revoke() -> list[str]:
         producer.pending_sends["written"] = [asyncio.get_running_loop().create_future()]
         return await producer.abort_open_transactions()
 
     assert asyncio.run(revoke()) == ["written"]
-    assert log == ["written:abort"]
+    assert log == ["hook discarded", "written:abort"]  # what it was owed is aborted too
     assert "written" not in producer.pending_sends  # the next commit waits for none of them
 
 
