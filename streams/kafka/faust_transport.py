@@ -14,6 +14,10 @@ commits, and their sends to those transactions wait for the next one. The buffer
 table writes for the commit and sends only the last write per key of the round
 (:class:`DrainableBuffer`).
 
+**What an agent leaves to the commit** goes in with it: right after closing the gate, a
+commit runs the agents' hooks (:mod:`streams.kafka.commit_hooks`; the ledger's
+certificates), whose writes join the transaction it is about to commit.
+
 **A commit waits for its sends.** Agents do not wait for each broker acknowledgement
 (a round trip per step capped the ledger at a few steps per second). aiokafka flushes
 pending batches before EndTxn, but a batch that fails for good fails only its own
