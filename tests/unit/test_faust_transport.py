@@ -390,22 +390,30 @@ def test_a_failed_commit_reopens_the_gate_and_releases_every_transaction() -> No
     assert not asyncio.run(scenario()).closed
 
 
-def test_a_commit_closes_the_gate_before_faust_reads_the_acknowledged_offsets(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    log: list[str] = []
+def consumer_of(
+    producer: DeliveryCheckedProducer, log: list[str], monkeypatch: pytest.MonkeyPatch
+) -> CommitPathConsumer:
+    """A consumer of ``producer``'s app whose faust commit only notes that it read offsets."""
 
     async def faust_force_commit(self: Any, topics: Any, start_new_transaction: bool) -> bool:
         log.append("offsets read")
         return True
 
     monkeypatch.setattr(driver.Consumer, "force_commit", faust_force_commit)
+    consumer = CommitPathConsumer.__new__(CommitPathConsumer)
+    consumer.__dict__["app"] = SimpleNamespace(producer=producer)
+    return consumer
+
+
+def test_a_commit_closes_the_gate_before_faust_reads_the_acknowledged_offsets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log: list[str] = []
 
     async def scenario() -> bool:
         producer, _ = producer_with([])
         producer.commit_hooks.append(RecordingHook(log, producer.gate))
-        consumer = CommitPathConsumer.__new__(CommitPathConsumer)
-        consumer.__dict__["app"] = SimpleNamespace(producer=producer)
+        consumer = consumer_of(producer, log, monkeypatch)
 
         async def step() -> None:
             async with producer.gate.step():
@@ -425,17 +433,10 @@ def test_a_commit_closes_the_gate_before_faust_reads_the_acknowledged_offsets(
 def test_a_failed_commit_hook_commits_nothing_any_more(monkeypatch: pytest.MonkeyPatch) -> None:
     log: list[str] = []
 
-    async def faust_force_commit(self: Any, topics: Any, start_new_transaction: bool) -> bool:
-        log.append("offsets read")
-        return True
-
-    monkeypatch.setattr(driver.Consumer, "force_commit", faust_force_commit)
-
     async def scenario() -> DeliveryCheckedProducer:
         producer, _ = producer_with(["a"])
         producer.commit_hooks.append(RecordingHook(log, producer.gate, fails=True))
-        consumer = CommitPathConsumer.__new__(CommitPathConsumer)
-        consumer.__dict__["app"] = SimpleNamespace(producer=producer)
+        consumer = consumer_of(producer, log, monkeypatch)
         with pytest.raises(RuntimeError, match="hook awaited failed"):
             await consumer.force_commit()
         with pytest.raises(TransactionLostWriteError):
