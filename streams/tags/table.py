@@ -55,20 +55,19 @@ class TagTableState(_Row):
     reservations: dict[str, Reservation] = Field(default_factory=dict)
     tombstones: dict[str, int] = Field(default_factory=dict)
 
-    def installed_by_suid(self, suid: str) -> InstalledEvent | None:
-        # Installs arrive roughly in SUID order: search from the newest.
-        return next((e for e in reversed(self.installed) if e.suid == suid), None)
-
 
 class TagTable:
     def __init__(self, state: TagTableState) -> None:
         self.state = state
+        # Every delivery asks whether its SUID is installed; searching the list cost a
+        # busy tag (an invoice sequence) a pass over its whole history per delivery.
+        self._installed_by_suid = {e.suid: e for e in state.installed}
 
     def handle(self, delivery: TagDelivery, now: datetime) -> TagResolution:
         s = self.state
         if delivery.suid in s.tombstones:
             return self._answer(delivery, now, "ABSENT_AND_IRREVOCABLY_FENCED")
-        installed = s.installed_by_suid(delivery.suid)
+        installed = self._installed_by_suid.get(delivery.suid)
         if installed is not None:
             return self._answer(
                 delivery, now, "INSTALLED_AND_COVERED", digest=installed.obligation_digest
@@ -91,7 +90,9 @@ class TagTable:
                 tag=s.tag,
             )
         if not reservation.check_only:
-            s.installed.append(InstalledEvent(**reservation.model_dump(exclude={"check_only"})))
+            event = InstalledEvent(**reservation.model_dump(exclude={"check_only"}))
+            s.installed.append(event)
+            self._installed_by_suid[event.suid] = event
             s.head = max(s.head or reservation.suid, reservation.suid)
         return self._answer(
             delivery, now, "INSTALLED_AND_COVERED", digest=reservation.obligation_digest

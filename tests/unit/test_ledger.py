@@ -408,6 +408,11 @@ def test_a_tag_step_stores_its_header_and_only_the_event_it_installed() -> None:
     assert len(headers[-1]) <= len(headers[9]) + 2  # digits of the count
     restored = tag_store.restore(key, headers[-1], rows.get)
     assert restored == table.state and len(restored.installed) == 500
+    again = TagTable(restored)  # redeliveries after a restore get the same answers
+    for n in (1, 250, 500):
+        answer = again.handle(delivery("INSTALL", suid(n)), T0)
+        digest = table.state.installed[n - 1].obligation_digest
+        assert (answer.status, answer.obligation_digest) == ("INSTALLED_AND_COVERED", digest)
     del rows[tag_store.installed_key(key, 250)]
     with pytest.raises(CorruptTagTableError) as lost:
         tag_store.restore(key, headers[-1], rows.get)
