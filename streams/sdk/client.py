@@ -27,7 +27,6 @@ from streams.errors import DcbError
 from streams.kafka import clients
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.ledger.ledger import validate_attempt
-from streams.model.query import query_matches
 from streams.model.records import (
     AppendCondition,
     Certificate,
@@ -40,6 +39,7 @@ from streams.model.records import (
     QueryItem,
 )
 from streams.reconcile.timer import reconcile_command
+from streams.sdk.event_index import EventIndex, SequencedEvent
 from streams.sdk.tail import TopicTail
 from streams.settings import DcbSettings
 from streams.subclasses import subclass_tree
@@ -48,11 +48,6 @@ from streams.subclasses import subclass_tree
 class AppendResult(BaseModel):
     attempt_id: str
     suids: list[str]
-
-
-class SequencedEvent(BaseModel):
-    position: str
-    event: EventData
 
 
 def error_from(info: ErrorInfo) -> DcbError:
@@ -146,7 +141,7 @@ class DcbClient:
         self.codec = codec_from_settings(self.settings)
         self._owns_channel = channel is None
         self._channel = channel or CommitChannel(self.bootstrap, self.settings)
-        self._events: list[SequencedEvent] = []
+        self._events = EventIndex()
         self._events_tail: TopicTail | None = None
         self._certificate: Certificate | None = None
         self._certificates_tail: TopicTail | None = None
@@ -208,18 +203,11 @@ class DcbClient:
                 self.codec.decode(message.value(), CommittedEvent.schema_name).value
             )
             if record.service_id == self.service_id:
-                self._events.append(SequencedEvent(position=record.suid, event=record.event))
+                self._events.add(SequencedEvent(position=record.suid, event=record.event))
 
         with self._read_lock:
             self._events_tail.catch_up(fold)
-            events = list(self._events)
-        out = [
-            e
-            for e in events
-            if (after is None or e.position > after)
-            and query_matches(query, e.event.event_type, e.event.tags)
-        ]
-        return out if limit is None else out[:limit]
+            return self._events.select(query, after, limit)
 
     def certificate(self) -> Certificate | None:
         """The newest closed-prefix certificate of the service (``None`` before the first)."""
