@@ -53,6 +53,9 @@ class BenchPlan(BaseModel):
     # CPU then, ~0.04 cores after), which slowed whichever scenarios came first.
     warm_pass_s: float = 20.0
     floor_steps: int = 20_000  # 0: no transport floor
+    # Distinct values per tag position; 1: every event at the same tags (one busy tag per
+    # position, whose history grows through the run: an invoice sequence).
+    tag_spread: int = Field(default=TAG_SPREAD, ge=1)
 
     def scenarios(self) -> Iterator[tuple[int, int, int]]:
         for services in self.services:
@@ -135,12 +138,12 @@ class CommitBenchReport(BaseModel):
         )
 
 
-def bench_event(rng: random.Random, tags: int) -> EventData:
+def bench_event(rng: random.Random, tags: int, spread: int = TAG_SPREAD) -> EventData:
     return EventData(
         event_id=str(uuid.uuid4()),
         event_type="BenchEvent",
         payload=json.dumps({"n": rng.randrange(1 << 30), "note": "x" * 64}),
-        tags=[f"t{i}:{rng.randrange(TAG_SPREAD)}" for i in range(tags)],
+        tags=[f"t{i}:{rng.randrange(spread)}" for i in range(tags)],
         timestamp=datetime.now(UTC),
     )
 
@@ -212,7 +215,12 @@ def run_raw(
 
 
 def appends(
-    views: list[DcbClient], writers: int, tags: int, services: int, tracer: HopTracer | None
+    views: list[DcbClient],
+    writers: int,
+    tags: int,
+    services: int,
+    tracer: HopTracer | None,
+    spread: int = TAG_SPREAD,
 ) -> Operation:
     """Each writer's next append: one event of ``tags`` tags, services taken in turn."""
     rngs = [random.Random(w) for w in range(writers)]
@@ -220,7 +228,7 @@ def appends(
     def append(w: int, seq: int) -> None:
         client = views[(w * 7919 + seq) % services]
         sent = datetime.now(UTC)
-        result = client.append([bench_event(rngs[w], tags)])
+        result = client.append([bench_event(rngs[w], tags, spread)])
         if tracer is not None:
             tracer.sent(result.attempt_id, sent, datetime.now(UTC))
 
@@ -237,7 +245,7 @@ def _dcb_scenario(
     tracer: HopTracer | None,
     window: CpuWindow | None = None,
 ) -> ScenarioResult:
-    operation = appends(views, writers, tags, services, tracer)
+    operation = appends(views, writers, tags, services, tracer, plan.tag_spread)
     measured = closed_loop(writers, operation, plan.warmup_s, plan.measure_s, tick, window)
     return ScenarioResult.of("dcb", writers, tags, services, measured)
 
@@ -265,7 +273,7 @@ def run_dcb(
         busiest = max(plan.writers)
         closed_loop(
             busiest,
-            appends(views, busiest, max(plan.tags), services, None),
+            appends(views, busiest, max(plan.tags), services, None, plan.tag_spread),
             plan.warm_pass_s,
             0,
             tick,

@@ -13,7 +13,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from streams.bench.commit import BenchPlan, CommitBenchReport, run_commit_bench
+from streams.bench.commit import TAG_SPREAD, BenchPlan, CommitBenchReport, run_commit_bench
 from streams.bench.peers import report as peers_report
 from streams.bench.peers.api import PeerSystem
 from streams.bench.peers.bench import PeerBenchReport, PeerPlan, run_peers_bench
@@ -114,6 +114,14 @@ def commit(
             "0: no floor.",
         ),
     ] = 20_000,
+    tag_spread: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Distinct values per tag position; 1: every event at the same tags (busy "
+            "tags whose history grows through the run).",
+        ),
+    ] = TAG_SPREAD,
     out: Annotated[Path, typer.Option(help="Folder of commit.json and commit.png.")] = Path(
         "bench/results"
     ),
@@ -131,6 +139,7 @@ def commit(
         measure_s=measure,
         warm_pass_s=warm_pass,
         floor_steps=floor_steps,
+        tag_spread=tag_spread,
     )
     with _bench_run(as_json, "dcb-bench") as (settings, _):
         with embedded_broker(settings, keep_broker, as_json):
