@@ -28,7 +28,6 @@ class SequencedEvent(BaseModel):
 class EventIndex:
     def __init__(self) -> None:
         self._events: list[SequencedEvent] = []
-        self._positions: list[str] = []
         self._ascending = True  # positions strictly increase so far: ``after`` can bisect
         self._by_tag: defaultdict[str, list[int]] = defaultdict(list)
         self._by_type: defaultdict[str, list[int]] = defaultdict(list)
@@ -38,10 +37,9 @@ class EventIndex:
 
     def add(self, event: SequencedEvent) -> None:
         index = len(self._events)
-        if self._positions and event.position <= self._positions[-1]:
+        if self._events and event.position <= self._events[-1].position:
             self._ascending = False
         self._events.append(event)
-        self._positions.append(event.position)
         for tag in set(event.event.tags):
             self._by_tag[tag].append(index)
         self._by_type[event.event.event_type].append(index)
@@ -50,7 +48,7 @@ class EventIndex:
         self, query: Sequence[QueryItem], after: str | None = None, limit: int | None = None
     ) -> list[SequencedEvent]:
         """The events matching ``query`` (every event when empty) above ``after``, as read."""
-        first = bisect_right(self._positions, after) if after and self._ascending else 0
+        first = bisect_right(self._events, after, key=_position) if after and self._ascending else 0
         hits: Iterable[int]
         if not query or any(not item.types and not item.tags for item in query):
             hits = range(first, len(self._events))
@@ -73,6 +71,10 @@ class EventIndex:
             for i in _from(shortest, first)
             if item_matches(item, self._events[i].event.event_type, self._events[i].event.tags)
         )
+
+
+def _position(event: SequencedEvent) -> str:
+    return event.position
 
 
 def _from(indexes: list[int], first: int) -> list[int]:
