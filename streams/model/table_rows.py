@@ -19,10 +19,13 @@ from pydantic import BaseModel
 
 
 def dump(
-    model: BaseModel, *, exclude: set[str] | None = None, extra: Mapping[str, Any] | None = None
+    model: BaseModel | Any,
+    *,
+    exclude: set[str] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> bytes:
-    """``model`` as a JSON object without the ``exclude`` fields and with the ``extra`` ones
-    (whose names must not be fields of the model)."""
+    """``model`` (a pydantic model or dataclass) as a JSON object without the ``exclude``
+    fields and with the ``extra`` ones (whose names must not be fields of the model)."""
     body = pydantic_core.to_json(model, exclude=exclude, by_alias=False)
     if not extra:
         return body

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from streams.errors import CorruptTagTableError
 from streams.model import table_rows
-from streams.tags.table import InstalledEvent, TagTableState
+from streams.tags.table import INSTALLED_ROW, TagTableState
 
 INSTALLED_COUNT = "installed_count"
 
@@ -70,5 +70,5 @@ def restore(table_key: str, header: bytes, row: Callable[[str], bytes | None]) -
                 tag=fields.get("tag"),
                 index=index,
             )
-        installed.append(InstalledEvent.model_validate_json(stored))
+        installed.append(INSTALLED_ROW.validate_json(stored))
     return TagTableState.model_validate({**fields, "installed": installed})

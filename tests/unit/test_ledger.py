@@ -419,6 +419,23 @@ def test_a_tag_step_stores_its_header_and_only_the_event_it_installed() -> None:
     assert lost.value.code == "corrupt_tag_table"
 
 
+def test_installed_events_are_slotted_and_share_their_type_and_tag_strings() -> None:
+    """A tag table keeps every event it installed for as long as it lives."""
+    table, key = TagTable(TagTableState(service_id="svc", tag="course:c1")), "svc\x1fcourse:c1"
+    rows: dict[str, bytes] = {}
+    for n in (1, 2):
+        tag, kind = "".join(["course:", "c1"]), "".join(["Student", "Subscribed"])  # new str
+        ev = event(n, tag, event_type=kind)
+        table.handle(delivery("PREPARE", suid(n), tag=tag, event=ev, sole_target=True), T0)
+        writes = tag_store.writes_for(table.state, key, n - 1)
+        rows.update(writes.installed)
+    restored = tag_store.restore(key, writes.header, rows.get)
+    assert restored == table.state
+    for first, second in (table.state.installed, restored.installed):
+        assert not hasattr(first, "__dict__")
+        assert first.tags[0] is second.tags[0] and first.event_type is second.event_type
+
+
 def test_a_whole_tag_table_of_the_earlier_layout_restores_whole_then_is_stored_in_rows() -> None:
     table, key = TagTable(TagTableState(service_id="svc", tag="t")), "svc\x1ft"
     for n in (1, 2):
