@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from streams.bench.core import CoreCost, run_core
 from streams.bench.cpu import CpuWindow
 from streams.bench.floor import FloorResult, run_floor, steps_per_event
 from streams.bench.hops import HopBreakdown, HopTracer
@@ -53,6 +54,7 @@ class BenchPlan(BaseModel):
     # CPU then, ~0.04 cores after), which slowed whichever scenarios came first.
     warm_pass_s: float = 20.0
     floor_steps: int = 20_000  # 0: no transport floor
+    core_events: int = 2000  # events the commit path's code runs without Kafka; 0: none
     # Distinct values per tag position; 1: every event at the same tags (one busy tag per
     # position, whose history grows through the run: an invoice sequence).
     tag_spread: int = Field(default=TAG_SPREAD, ge=1)
@@ -86,10 +88,16 @@ class WorkerCost(BaseModel):
     cores: float
     cpu_us_per_step: float | None  # None: nothing committed
     times_floor: float | None  # cpu_us_per_step over the floor's; None without a floor
+    # The commit path's own code (core.py) per step over cpu_us_per_step; None without it.
+    core_share: float | None = None
 
 
 def worker_cost(
-    result: ScenarioResult, cpu_s: float, measure_s: float, floor: FloorResult | None
+    result: ScenarioResult,
+    cpu_s: float,
+    measure_s: float,
+    floor: FloorResult | None,
+    core: CoreCost | None = None,
 ) -> WorkerCost:
     """``cpu_s`` spent by the worker while ``result`` was measured, per agent step."""
     steps = result.completed * steps_per_event(result.tags)
@@ -99,11 +107,13 @@ def worker_cost(
         if per_step is not None and floor is not None and floor.cpu_us_per_step > 0
         else None
     )
+    share = round(core.us_per_step / per_step, 3) if core is not None and per_step else None
     return WorkerCost(
         scenario=result.key,
         cores=round(cpu_s / measure_s, 2),
         cpu_us_per_step=per_step,
         times_floor=times,
+        core_share=share,
     )
 
 
@@ -114,6 +124,7 @@ class CommitBenchReport(BaseModel):
     plan: BenchPlan
     raw: list[ScenarioResult]
     floor: FloorResult | None = None
+    core: list[CoreCost] = Field(default_factory=list)  # one per tag count
     dcb: list[ScenarioResult]
     ratios: dict[str, float | None]
     hops: list[HopBreakdown]
@@ -148,19 +159,35 @@ def bench_event(rng: random.Random, tags: int, spread: int = TAG_SPREAD) -> Even
     )
 
 
-def command_bytes(settings: DcbSettings, tags: int) -> bytes:
-    """An encoded COMMIT command, as the SDK sends it: the raw baseline's payload."""
+def bench_command(rng: random.Random, tags: int) -> Command:
+    """A COMMIT command of one event, as the bench's writers send them."""
     attempt = CommitAttempt(
-        attempt_id=str(uuid.uuid4()), writer_epoch=0, events=[bench_event(random.Random(0), tags)]
+        attempt_id=str(uuid.uuid4()), writer_epoch=0, events=[bench_event(rng, tags)]
     )
-    command = Command(
+    return Command(
         service_id="bench",
         command_id=attempt.attempt_id,
         issued_at=datetime.now(UTC),
         kind="COMMIT",
         commit=attempt,
     )
+
+
+def command_bytes(settings: DcbSettings, tags: int) -> bytes:
+    """An encoded COMMIT command, as the SDK sends it: the raw baseline's payload."""
+    command = bench_command(random.Random(0), tags)
     return codec_from_settings(settings).encode(command.schema_name, command.to_avro())
+
+
+def core_costs(settings: DcbSettings, plan: BenchPlan) -> list[CoreCost]:
+    """The commit path's own code per event, for each tag count of the plan (no Kafka)."""
+    codec, rng = codec_from_settings(settings), random.Random(0)
+    costs = []
+    for tags in plan.tags:
+        commands = [bench_command(rng, tags) for _ in range(plan.core_events)]
+        encoded = [codec.encode(c.schema_name, c.to_avro()) for c in commands]
+        costs.append(run_core(codec, tags, encoded))
+    return costs
 
 
 def machine() -> dict[str, str | int]:
@@ -256,6 +283,7 @@ def run_dcb(
     tick: Callable[[float], None],
     worker_pids: list[int],
     floor: FloorResult | None,
+    core: dict[int, CoreCost],
 ) -> tuple[list[ScenarioResult], list[HopBreakdown], list[WorkerCost]]:
     """Every scenario of ``plan`` through the SDK, with the CPU of the worker processes
     ``worker_pids`` (none: not measured), then a pass per traced scenario.
@@ -284,7 +312,7 @@ def run_dcb(
             results.append(result)
             if window is not None:
                 spent = window.spent.get("worker", 0.0)
-                costs.append(worker_cost(result, spent, plan.measure_s, floor))
+                costs.append(worker_cost(result, spent, plan.measure_s, floor, core.get(tags)))
         for writers, tags, services in plan.traced():
             tracer = HopTracer(settings)
             try:
@@ -311,7 +339,9 @@ def run_commit_bench(
         value = command_bytes(settings, max(plan.tags))
         floor = run_floor(settings, plan.floor_steps, value, floor_log)
         tick(plan.floor_s)
-    dcb, hops, worker = run_dcb(settings, plan, tick, worker_pids or [], floor)
+    core = core_costs(settings, plan) if plan.core_events else []
+    by_tags = {cost.tags: cost for cost in core}
+    dcb, hops, worker = run_dcb(settings, plan, tick, worker_pids or [], floor, by_tags)
     ratios = {r.key: ratio_to_baseline(r, raw) for r in dcb}
     return CommitBenchReport(
         started_at=started,
@@ -326,6 +356,7 @@ def run_commit_bench(
         plan=plan,
         raw=raw,
         floor=floor,
+        core=core,
         dcb=dcb,
         ratios=ratios,
         hops=hops,

@@ -114,6 +114,14 @@ def commit(
             "0: no floor.",
         ),
     ] = 20_000,
+    core_events: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Events the commit path's own code runs without Kafka (its CPU per step "
+            "beside the worker's); 0: not measured.",
+        ),
+    ] = 2000,
     tag_spread: Annotated[
         int,
         typer.Option(
@@ -139,6 +147,7 @@ def commit(
         measure_s=measure,
         warm_pass_s=warm_pass,
         floor_steps=floor_steps,
+        core_events=core_events,
         tag_spread=tag_spread,
     )
     with _bench_run(as_json, "dcb-bench") as (settings, _):
@@ -344,16 +353,28 @@ def _print(report: CommitBenchReport, written: list[Path]) -> None:
     console.print(table)
     if (floor := report.floor_summary()) is not None:
         console.print(floor)
+    if report.core:
+        console.print(
+            "the commit path's own code, without Kafka (decode, core, table rows, encode): "
+            + "; ".join(
+                f"{c.tags} tag(s): {c.us_per_event:.0f} us CPU per event, {c.us_per_step:.0f} "
+                "per step"
+                for c in report.core
+            )
+        )
     if report.worker:
-        cpu = Table("dcb worker's CPU", "cores", "us per agent step", "x floor's")
+        cpu = Table(
+            "dcb worker's CPU", "cores", "us per agent step", "x floor's", "own code's share"
+        )
         for cost in report.worker:
-            times = cost.times_floor
+            times, share = cost.times_floor, cost.core_share
             per_step = cost.cpu_us_per_step
             cpu.add_row(
                 cost.scenario,
                 f"{cost.cores:.2f}",
                 f"{per_step:.0f}" if per_step is not None else "",
                 f"{times:.1f}" if times is not None else "",
+                f"{share:.0%}" if share is not None else "",
             )
         console.print(cpu)
     for breakdown in report.hops:

@@ -29,6 +29,7 @@ def test_bench_commit_measures_both_systems_and_cleans_up(
     before = _bench_topics(bootstrap_servers)
     out = tmp_path / "results"
     short = ["--warmup", "0.5", "--measure", "2", "--warm-pass", "1", "--floor-steps", "200"]
+    short += ["--core-events", "20"]
     args = ["--writers", "2", "--tags", "2", "--services", "2", *short, "--out", str(out)]
     result = dcb("bench", "commit", "--json", *args, env=_env(bootstrap_servers, tmp_path))
     assert result.exit_code == 0, result.stderr[-3000:]
@@ -52,6 +53,11 @@ def test_bench_commit_measures_both_systems_and_cleans_up(
     assert cost["times_floor"] == pytest.approx(
         cost["cpu_us_per_step"] / floor["cpu_us_per_step"],
         abs=0.051,  # one decimal
+    )
+    (core,) = report["core"]  # the commit path's own code for 2-tag events, without Kafka
+    assert (core["tags"], core["events"]) == (2, 20) and core["us_per_step"] > 0
+    assert cost["core_share"] == pytest.approx(
+        core["us_per_step"] / cost["cpu_us_per_step"], abs=0.001
     )
     assert json.loads((out / "commit.json").read_text()) == report
     assert _bench_topics(bootstrap_servers) == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import time
 from datetime import UTC, datetime
 
@@ -11,13 +12,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.bench.commit import BenchPlan, CommitBenchReport, other_partitions, worker_cost
+from streams.bench.commit import (
+    BenchPlan,
+    CommitBenchReport,
+    bench_command,
+    other_partitions,
+    worker_cost,
+)
+from streams.bench.core import CommitPathCore, CoreCost, run_core
 from streams.bench.cpu import CpuWindow
 from streams.bench.floor import FloorResult, steps_per_event
 from streams.bench.hops import breakdown
 from streams.bench.load import closed_loop
 from streams.bench.scale import Layout, ScalePlan, cost, layout_settings
 from streams.bench.stats import Measurement, ScenarioResult, percentile, ratio_to_baseline
+from streams.codec import codec_from_settings
 from streams.settings import DcbSettings
 
 
@@ -92,6 +101,32 @@ def test_worker_cost_is_cpu_per_agent_step_beside_the_floor() -> None:
     assert (one_tag.cpu_us_per_step, one_tag.times_floor) == (1000.0, None)  # 2,000 x 3 steps
     idle = worker_cost(result("dcb", 1, 0), cpu_s=0.5, measure_s=10, floor=floor)
     assert (idle.cpu_us_per_step, idle.times_floor) == (None, None)
+    core = CoreCost(tags=3, events=10, us_per_event=1300, us_per_step=100)
+    shared = worker_cost(three_tags, cpu_s=8.125, measure_s=10, floor=floor, core=core)
+    assert shared.core_share == 0.08  # 100 of 1,250 us per step
+    assert worker_cost(result("dcb", 1, 0), cpu_s=0.5, measure_s=10, floor=None, core=core) == idle
+
+
+@pytest.mark.parametrize("tags", [1, 3])
+def test_the_core_bench_runs_every_step_of_the_commit_path(tags: int) -> None:
+    """Its commands are committed whole, as through the worker: certified, answered, and
+    installed at each of their tags."""
+    codec = codec_from_settings(DcbSettings())
+    rng = random.Random(1)
+    commands = [bench_command(rng, tags) for _ in range(5)]
+    core = CommitPathCore(codec)
+    for command in commands:
+        core.commit(codec.encode(command.schema_name, command.to_avro()))
+    state = core.ledger.state
+    assert state.attempts == {} and state.closed_prefix == state.watermark is not None
+    for command in commands:
+        assert command.commit is not None
+        (event,) = command.commit.events
+        for tag in event.tags:
+            assert event.event_id in [e.event_id for e in core.tables[tag].state.installed]
+    cost = run_core(codec, tags, [codec.encode(c.schema_name, c.to_avro()) for c in commands])
+    assert cost.events == 5
+    assert cost.us_per_step * steps_per_event(tags) == pytest.approx(cost.us_per_event, rel=1e-3)
 
 
 def test_only_planned_scenarios_get_a_traced_pass() -> None:
