@@ -121,7 +121,7 @@ def commit(
             help="Events the commit path's own code runs without Kafka (its CPU per step "
             "beside the worker's); 0: not measured.",
         ),
-    ] = 2000,
+    ] = 3000,
     tag_spread: Annotated[
         int,
         typer.Option(
