@@ -54,6 +54,7 @@ class BenchPlan(BaseModel):
     # CPU then, ~0.04 cores after), which slowed whichever scenarios came first.
     warm_pass_s: float = 20.0
     floor_steps: int = 20_000  # 0: no transport floor
+    floor_outputs: int = Field(default=4, ge=1)  # a second floor pass with these; 1: none
     core_events: int = 3000  # events the commit path's code runs without Kafka; 0: none
     # Distinct values per tag position; 1: every event at the same tags (one busy tag per
     # position, whose history grows through the run: an invoice sequence).
@@ -77,8 +78,10 @@ class BenchPlan(BaseModel):
 
     @property
     def floor_s(self) -> float:
-        """About how long the floor takes: its worker's start, then ~2,000 steps/s."""
-        return 15 + self.floor_steps / 2000 if self.floor_steps else 0
+        """About how long the floor takes: its worker's start, then ~2,000 steps/s; twice
+        with a pass of more outputs per step."""
+        once = 15 + self.floor_steps / 2000 if self.floor_steps else 0
+        return once * (2 if self.floor_outputs > 1 else 1)
 
 
 class WorkerCost(BaseModel):
@@ -124,6 +127,7 @@ class CommitBenchReport(BaseModel):
     plan: BenchPlan
     raw: list[ScenarioResult]
     floor: FloorResult | None = None
+    floor_wide: FloorResult | None = None  # the floor with plan.floor_outputs per step
     core: list[CoreCost] = Field(default_factory=list)  # one per tag count
     dcb: list[ScenarioResult]
     ratios: dict[str, float | None]
@@ -142,10 +146,20 @@ class CommitBenchReport(BaseModel):
             ceiling = floor.events_per_s_ceiling(tags)
             share = f", {ceiling / busiest.events_per_s:.0%} of raw" if busiest else ""
             parts.append(f"{tags} tag(s): {steps_per_event(tags)} steps, {ceiling:.0f}/s{share}")
-        return (
+        summary = (
             f"transport floor (faust + exactly-once, one output per step, no logic): "
             f"{floor.steps_per_s:.0f} steps/s, {floor.cpu_us_per_step:.0f} us CPU per step; "
             f"ceiling per event: " + "; ".join(parts)
+        )
+        wide = self.floor_wide
+        if wide is None or wide.outputs_per_step <= floor.outputs_per_step:
+            return summary
+        further = (wide.cpu_us_per_step - floor.cpu_us_per_step) / (
+            wide.outputs_per_step - floor.outputs_per_step
+        )
+        return (
+            f"{summary}; with {wide.outputs_per_step} outputs per step "
+            f"{wide.cpu_us_per_step:.0f} us CPU per step: {further:.0f} us per further output"
         )
 
 
@@ -335,10 +349,15 @@ def run_commit_bench(
     started = datetime.now(UTC)
     others = other_partitions(broker_partitions(settings), owned_prefixes(settings))
     raw = run_raw(settings, plan, tick)
-    floor = None
+    floor = floor_wide = None
     if plan.floor_steps:
         value = command_bytes(settings, max(plan.tags))
         floor = run_floor(settings, plan.floor_steps, value, floor_log)
+        if plan.floor_outputs > 1:
+            wide_log = floor_log.with_name(f"{floor_log.stem}-{plan.floor_outputs}-outputs.log")
+            floor_wide = run_floor(
+                settings, plan.floor_steps, value, wide_log, outputs=plan.floor_outputs
+            )
         tick(plan.floor_s)
     core = core_costs(settings, plan) if plan.core_events else []
     by_tags = {cost.tags: cost for cost in core}
@@ -357,6 +376,7 @@ def run_commit_bench(
         plan=plan,
         raw=raw,
         floor=floor,
+        floor_wide=floor_wide,
         core=core,
         dcb=dcb,
         ratios=ratios,

@@ -60,9 +60,15 @@ def steps_per_event(tags: int) -> int:
 
 
 def run_floor(
-    settings: DcbSettings, steps: int, value: bytes, log: Path, timeout_s: float = 300
+    settings: DcbSettings,
+    steps: int,
+    value: bytes,
+    log: Path,
+    outputs: int = 1,
+    timeout_s: float = 300,
 ) -> FloorResult:
-    """Relay ``steps`` records of ``value`` through a floor worker; its measured rate."""
+    """Relay ``steps`` records of ``value`` through a floor worker, ``outputs`` copies of
+    each; its measured rate."""
     bootstrap = settings.resolved_bootstrap_servers
     source, out = floor_topics(settings)
     ensure_topics(
@@ -81,6 +87,7 @@ def run_floor(
             **os.environ,
             **worker_env(settings),
             f"{ENV_PREFIX}STEPS": str(steps),
+            f"{ENV_PREFIX}OUTPUTS": str(outputs),
             f"{ENV_PREFIX}DATADIR": str(Path(scratch) / "data"),
             f"{ENV_PREFIX}RESULT": str(result),
         }
@@ -115,6 +122,7 @@ def floor_app() -> Any:
     env = {k.removeprefix(ENV_PREFIX): v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)}
     settings = DcbSettings()
     steps, (source_topic, out) = int(env["STEPS"]), floor_topics(settings)
+    outputs = int(env.get("OUTPUTS", "1"))
     app = make_app(
         f"{settings.worker.app_id}-floor",
         settings.resolved_bootstrap_servers,
@@ -137,14 +145,15 @@ def floor_app() -> Any:
             async with gate.step():
                 if not done:
                     started, cpu_at_start = time.monotonic(), _cpu_s()
-                await send_in_transaction(app, event, out, event.key, event.value)
+                for _ in range(outputs):
+                    await send_in_transaction(app, event, out, event.key, event.value)
                 done += 1
             if done == steps:
                 await app.consumer.commit()  # the last steps' outputs too
                 wall, cpu = time.monotonic() - started, _cpu_s() - cpu_at_start
                 result = FloorResult(
                     steps=steps,
-                    outputs_per_step=1,
+                    outputs_per_step=outputs,
                     steps_per_s=round(steps / wall, 1),
                     cpu_us_per_step=round(1e6 * cpu / steps, 1),
                 )

@@ -114,6 +114,14 @@ def commit(
             "0: no floor.",
         ),
     ] = 20_000,
+    floor_outputs: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Outputs per step of a second floor pass (what each further record costs "
+            "the transport); 1: no second pass.",
+        ),
+    ] = 4,
     core_events: Annotated[
         int,
         typer.Option(
@@ -147,6 +155,7 @@ def commit(
         measure_s=measure,
         warm_pass_s=warm_pass,
         floor_steps=floor_steps,
+        floor_outputs=floor_outputs,
         core_events=core_events,
         tag_spread=tag_spread,
     )

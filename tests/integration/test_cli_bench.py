@@ -47,6 +47,9 @@ def test_bench_commit_measures_both_systems_and_cleans_up(
     assert (floor["steps"], floor["outputs_per_step"]) == (200, 1)
     assert floor["steps_per_s"] > 0 and floor["cpu_us_per_step"] > 0
     assert (out / "commit-floor.log").exists()
+    wide = report["floor_wide"]  # the same with four outputs per step
+    assert (wide["steps"], wide["outputs_per_step"]) == (200, 4) and wide["cpu_us_per_step"] > 0
+    assert (out / "commit-floor-4-outputs.log").exists()
     (cost,) = report["worker"]  # the worker's CPU while the scenario ran, per agent step
     assert cost["scenario"] == "w2-t2-s2"
     assert cost["cores"] > 0 and cost["cpu_us_per_step"] > 0

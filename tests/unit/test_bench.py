@@ -62,6 +62,7 @@ def test_plan_runs_every_combination_once() -> None:
     # + the raw baseline per writer count + traces + one warm pass per system
     assert plan.seconds == (8 + 2 + 2) * 3 + 2 * plan.warm_pass_s + plan.floor_s
     assert BenchPlan(floor_steps=0).floor_s == 0
+    assert BenchPlan(floor_outputs=1).floor_s * 2 == plan.floor_s  # no second pass
 
 
 def test_a_one_tag_event_takes_three_steps_and_each_more_tag_four() -> None:
@@ -87,6 +88,11 @@ def test_the_floor_caps_each_tag_count_beside_raw_at_the_most_writers() -> None:
     assert "2600 steps/s, 380 us CPU per step" in summary
     assert "1 tag(s): 3 steps, 867/s, 17% of raw" in summary
     assert "3 tag(s): 13 steps, 200/s, 4% of raw" in summary
+    assert "per further output" not in summary
+    wide = FloorResult(steps=100, outputs_per_step=4, steps_per_s=1300, cpu_us_per_step=500)
+    widened = report.model_copy(update={"floor_wide": wide}).floor_summary()
+    assert widened is not None and widened.startswith(summary)
+    assert "with 4 outputs per step 500 us CPU per step: 40 us per further output" in widened
     assert report.model_copy(update={"floor": None}).floor_summary() is None
 
 
