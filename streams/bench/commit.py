@@ -55,7 +55,7 @@ class BenchPlan(BaseModel):
     warm_pass_s: float = 20.0
     floor_steps: int = 20_000  # 0: no transport floor
     floor_outputs: int = Field(default=4, ge=1)  # a second floor pass with these; 1: none
-    core_events: int = 3000  # events the commit path's code runs without Kafka; 0: none
+    core_events: int = Field(default=3000, ge=0)  # run without Kafka (core.py); 0: none
     # Distinct values per tag position; 1: every event at the same tags (one busy tag per
     # position, whose history grows through the run: an invoice sequence).
     tag_spread: int = Field(default=TAG_SPREAD, ge=1)
@@ -173,10 +173,10 @@ def bench_event(rng: random.Random, tags: int, spread: int = TAG_SPREAD) -> Even
     )
 
 
-def bench_command(rng: random.Random, tags: int) -> Command:
+def bench_command(rng: random.Random, tags: int, spread: int = TAG_SPREAD) -> Command:
     """A COMMIT command of one event, as the bench's writers send them."""
     attempt = CommitAttempt(
-        attempt_id=str(uuid.uuid4()), writer_epoch=0, events=[bench_event(rng, tags)]
+        attempt_id=str(uuid.uuid4()), writer_epoch=0, events=[bench_event(rng, tags, spread)]
     )
     return Command(
         service_id="bench",
@@ -198,7 +198,7 @@ def core_costs(settings: DcbSettings, plan: BenchPlan) -> list[CoreCost]:
     codec, rng = codec_from_settings(settings), random.Random(0)
     costs = []
     for tags in plan.tags:
-        commands = [bench_command(rng, tags) for _ in range(plan.core_events)]
+        commands = [bench_command(rng, tags, plan.tag_spread) for _ in range(plan.core_events)]
         encoded = [codec.encode(c.schema_name, c.to_avro()) for c in commands]
         run_core(codec, tags, encoded[: len(encoded) // 10])  # unmeasured: warms the caches
         costs.append(run_core(codec, tags, encoded))

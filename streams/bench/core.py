@@ -1,12 +1,12 @@
 """The commit path's own code per event, without Kafka: what the agents' steps compute.
 
-The worker's CPU per step (``commit.py``) is the transport's plus the steps' own work, and
-a run on two shared cores varies by 10 to 15 per cent, so it cannot tell a change of the steps' code
-from noise. Here the same steps run in one loop, in process: each record decoded from its
-Avro bytes, the ledger's or tag table's core run on it, its table rows made
-(``ledger/store.py``, ``tags/store.py``), its outputs encoded, and every delivery fed to
-its tag at once. What is left of the worker's CPU per event is faust, aiokafka and the
-broker round trips: the transport.
+The worker's CPU per step (``commit.py``) is the transport's plus the steps' own work,
+and a run on two shared cores varies by 10 to 15 per cent, so it cannot tell a change of
+the steps' code from noise. Here the same steps run in one loop, in process: each record
+decoded from its Avro bytes, the ledger's or tag table's core run on it, its table rows
+made (``ledger/store.py``, ``tags/store.py``), its outputs encoded, and every delivery
+fed to its tag at once. What is left of the worker's CPU per event is faust, aiokafka
+and the broker round trips: the transport.
 """
 
 from __future__ import annotations
