@@ -15,11 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import pydantic_core
-from pydantic import BaseModel
 
 
 def dump(
-    model: BaseModel | Any,
+    model: object,
     *,
     exclude: set[str] | None = None,
     extra: Mapping[str, Any] | None = None,
