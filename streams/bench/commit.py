@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from streams.bench.core import CoreCost, run_core
 from streams.bench.cpu import CpuWindow
@@ -120,6 +120,19 @@ def worker_cost(
     )
 
 
+class Ceiling(BaseModel):
+    """What one worker core could commit if a step cost only its records' transport (the
+    floor's, per record) and its own code (core.py): no per-round or per-fetch cost, which
+    a live step at 64 writers shares with some 30 others rather than hundreds."""
+
+    tags: int
+    steps_per_event: int
+    records_per_step: float
+    us_per_step: float
+    events_per_s: float
+    of_raw: float | None  # over raw's events/s at the most writers
+
+
 class CommitBenchReport(BaseModel):
     started_at: datetime
     machine: dict[str, str | int]
@@ -134,13 +147,25 @@ class CommitBenchReport(BaseModel):
     hops: list[HopBreakdown]
     worker: list[WorkerCost] = Field(default_factory=list)  # one per dcb scenario
 
+    def _busiest_raw(self) -> ScenarioResult | None:
+        return max(self.raw, key=lambda r: r.writers, default=None)
+
+    def per_further_record_us(self) -> float | None:
+        """CPU a step spends on each record it sends beyond the floor's one (two floors)."""
+        floor, wide = self.floor, self.floor_wide
+        if floor is None or wide is None or wide.outputs_per_step <= floor.outputs_per_step:
+            return None
+        return (wide.cpu_us_per_step - floor.cpu_us_per_step) / (
+            wide.outputs_per_step - floor.outputs_per_step
+        )
+
     def floor_summary(self) -> str | None:
         """The floor's rate, and the ceiling it puts on each tag count beside raw's rate at
         the most writers."""
         floor = self.floor
         if floor is None:
             return None
-        busiest = max(self.raw, key=lambda r: r.writers, default=None)
+        busiest = self._busiest_raw()
         parts = []
         for tags in sorted({r.tags for r in self.dcb}):
             ceiling = floor.events_per_s_ceiling(tags)
@@ -151,16 +176,41 @@ class CommitBenchReport(BaseModel):
             f"{floor.steps_per_s:.0f} steps/s, {floor.cpu_us_per_step:.0f} us CPU per step; "
             f"ceiling per event: " + "; ".join(parts)
         )
-        wide = self.floor_wide
-        if wide is None or wide.outputs_per_step <= floor.outputs_per_step:
+        further, wide = self.per_further_record_us(), self.floor_wide
+        if further is None or wide is None:
             return summary
-        further = (wide.cpu_us_per_step - floor.cpu_us_per_step) / (
-            wide.outputs_per_step - floor.outputs_per_step
-        )
         return (
             f"{summary}; with {wide.outputs_per_step} outputs per step "
             f"{wide.cpu_us_per_step:.0f} us CPU per step: {further:.0f} us per further output"
         )
+
+    @computed_field  # type: ignore[prop-decorator]  # written to commit.json
+    @property
+    def ceilings(self) -> list[Ceiling]:
+        """This design's ceiling per tag count on one worker core: each step at the floor's
+        cost for the records it sends plus the steps' own code, and nothing per commit
+        round or fetch. Empty without both floors and the core costs."""
+        floor, further = self.floor, self.per_further_record_us()
+        if floor is None or further is None:
+            return []
+        busiest = self._busiest_raw()
+        out = []
+        for core in self.core:
+            extra = max(core.records_per_step - floor.outputs_per_step, 0.0)
+            per_step = floor.cpu_us_per_step + extra * further + core.us_per_step
+            steps = steps_per_event(core.tags)
+            rate = 1e6 / (steps * per_step)
+            out.append(
+                Ceiling(
+                    tags=core.tags,
+                    steps_per_event=steps,
+                    records_per_step=core.records_per_step,
+                    us_per_step=round(per_step, 1),
+                    events_per_s=round(rate, 1),
+                    of_raw=round(rate / busiest.events_per_s, 3) if busiest else None,
+                )
+            )
+        return out
 
 
 def bench_event(rng: random.Random, tags: int, spread: int = TAG_SPREAD) -> EventData:

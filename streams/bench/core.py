@@ -7,6 +7,10 @@ decoded from its Avro bytes, the ledger's or tag table's core run on it, its tab
 made (``ledger/store.py``, ``tags/store.py``), its outputs encoded, and every delivery
 fed to its tag at once. What is left of the worker's CPU per event is faust, aiokafka
 and the broker round trips: the transport.
+
+It also counts the records each step sends — outputs and table rows, each a record on its
+topic or changelog, as in the agents — so that the floor's cost per record
+(``floor.py``) can price them: the ceiling in ``commit.py``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class CoreCost(BaseModel):
     events: int
     us_per_event: float
     us_per_step: float
+    records_per_step: float  # outputs and table rows (changelog records) a step sends
 
 
 class CommitPathCore:
@@ -47,6 +52,7 @@ class CommitPathCore:
         )
         self.tables: dict[str, TagTable] = {}
         self.steps = 0
+        self.records = 0  # sent by the steps: outputs and table rows
 
     def _encode(self, record: AvroRecord) -> bytes:
         return self.codec.encode(record.schema_name, record.to_avro(), check=False)
@@ -66,11 +72,14 @@ class CommitPathCore:
         else:
             assert isinstance(record, TagResolution)
             step = ledger.apply_resolution(record, now)
-        ledger_store.writes_for(ledger.state, ledger_store.touched_by(record), before)
+        writes = ledger_store.writes_for(ledger.state, ledger_store.touched_by(record), before)
         for done in step.completed:
             table_rows.dump(done)
-        for record_out in (*step.allocations, *step.events, *step.results):
+        outputs = (*step.allocations, *step.events, *step.results)
+        for record_out in outputs:
             self._encode(record_out)
+        rows = 1 + len(writes.attempts) + len(writes.removed) + len(step.completed)
+        self.records += rows + len(outputs) + len(step.deliveries)
         return [self._encode(delivery) for delivery in step.deliveries]
 
     def tag_step(self, value: bytes) -> bytes:
@@ -84,7 +93,8 @@ class CommitPathCore:
             self.tables[delivery.tag] = table
         before = len(table.state.installed)
         answer = table.handle(delivery, datetime.now(UTC))
-        tag_store.writes_for(table.state, delivery.tag, before)
+        writes = tag_store.writes_for(table.state, delivery.tag, before)
+        self.records += 1 + len(writes.installed) + 1  # header, new rows, the answer
         return self._encode(answer)
 
     def commit(self, command: bytes) -> None:
@@ -111,4 +121,5 @@ def run_core(codec: AvroCodec, tags: int, encoded: list[bytes]) -> CoreCost:
         events=events,
         us_per_event=round(spent * 1e6 / events, 1),
         us_per_step=round(spent * 1e6 / core.steps, 1),
+        records_per_step=round(core.records / core.steps, 2),
     )
