@@ -8,6 +8,7 @@ import os
 import random
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -49,6 +50,21 @@ def result(system: str, writers: int, rate: float) -> ScenarioResult:
     return ScenarioResult.of(system, writers, 1, 1, m)
 
 
+def report_of(raw: list[ScenarioResult], **fields: Any) -> CommitBenchReport:
+    """A commit report around ``raw`` with nothing else measured but ``fields``."""
+    return CommitBenchReport(
+        started_at=datetime.now(UTC),
+        machine={},
+        settings={},
+        plan=BenchPlan(),
+        raw=raw,
+        dcb=fields.pop("dcb", []),
+        ratios={},
+        hops=[],
+        **fields,
+    )
+
+
 def test_ratio_compares_same_writer_counts() -> None:
     raw = [result("raw", 1, 100), result("raw", 8, 400)]
     assert ratio_to_baseline(result("dcb", 8, 100), raw) == 0.25
@@ -73,16 +89,10 @@ def test_a_one_tag_event_takes_three_steps_and_each_more_tag_four() -> None:
 def test_the_floor_caps_each_tag_count_beside_raw_at_the_most_writers() -> None:
     floor = FloorResult(steps=100, outputs_per_step=1, steps_per_s=2600, cpu_us_per_step=380)
     assert floor.events_per_s_ceiling(3) == 200
-    report = CommitBenchReport(
-        started_at=datetime.now(UTC),
-        machine={},
-        settings={},
-        plan=BenchPlan(),
-        raw=[result("raw", 8, 1000), result("raw", 64, 5200)],
+    report = report_of(
+        [result("raw", 8, 1000), result("raw", 64, 5200)],
         floor=floor,
         dcb=[result("dcb", 64, 100).model_copy(update={"tags": tags}) for tags in (1, 3)],
-        ratios={},
-        hops=[],
     )
     summary = report.floor_summary()
     assert summary is not None
@@ -104,18 +114,8 @@ def test_the_design_ceiling_prices_each_record_a_step_sends_and_its_own_code() -
         CoreCost(tags=1, events=10, us_per_event=300, us_per_step=100, records_per_step=4.0),
         CoreCost(tags=3, events=10, us_per_event=780, us_per_step=60, records_per_step=0.5),
     ]
-    report = CommitBenchReport(
-        started_at=datetime.now(UTC),
-        machine={},
-        settings={},
-        plan=BenchPlan(),
-        raw=[result("raw", 8, 1000), result("raw", 64, 4000)],
-        floor=floor,
-        floor_wide=wide,
-        core=core,
-        dcb=[],
-        ratios={},
-        hops=[],
+    report = report_of(
+        [result("raw", 8, 1000), result("raw", 64, 4000)], floor=floor, floor_wide=wide, core=core
     )
     assert report.per_further_record_us() == 20  # (310 - 250) us over 3 more outputs
     one, three = report.ceilings
