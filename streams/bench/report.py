@@ -84,6 +84,9 @@ def families_drawn(
     return draw
 
 
+RATE_TARGET = 0.25  # of raw's events/s at the most writers (issue #3)
+
+
 def write_plot(report: CommitBenchReport, out_dir: Path) -> Path:
     """Events/s and p99 latency against writers: one line per scenario family, raw dashed."""
     families: dict[str, list[tuple[int, float, float]]] = {}
@@ -92,6 +95,27 @@ def write_plot(report: CommitBenchReport, out_dir: Path) -> Path:
     families["raw transactional produce->consume"] = [
         (r.writers, r.events_per_s, r.p99_ms) for r in report.raw
     ]
+    lines = families_drawn(families)
+
+    def draw(rate: Any, p99: Any) -> None:
+        lines(rate, p99)
+        for ceiling, style in zip(report.ceilings, (":", "-.", "--"), strict=False):
+            rate.axhline(
+                ceiling.events_per_s,
+                color="grey",
+                linewidth=0.9,
+                linestyle=style,
+                label=f"this design's ceiling, {ceiling.tags} tag(s), one worker core",
+            )
+        if report.raw:
+            busiest = max(report.raw, key=lambda r: r.writers)
+            rate.plot(
+                [busiest.writers],
+                [busiest.events_per_s * RATE_TARGET],
+                "k*",
+                label=f"target: {RATE_TARGET:.0%} of raw at {busiest.writers} writers",
+            )
+
     m = report.machine
     return rate_and_p99_plot(
         out_dir / "commit.png",
@@ -99,7 +123,7 @@ def write_plot(report: CommitBenchReport, out_dir: Path) -> Path:
         ("committed events/s", "events/s"),
         ("p99 commit latency", "ms"),
         250,
-        families_drawn(families),
+        draw,
     )
 
 
