@@ -72,6 +72,7 @@ def test_bench_commit_measures_both_systems_and_cleans_up(
         ceiling["events_per_s"] / report["raw"][0]["events_per_s"], abs=0.001
     )
     assert json.loads((out / "commit.json").read_text()) == report
+    assert (out / "commit.png").read_bytes().startswith(b"\x89PNG")  # with the ceiling drawn
     assert _bench_topics(bootstrap_servers) == before
 
 
