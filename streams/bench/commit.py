@@ -121,13 +121,14 @@ def worker_cost(
 
 
 class Ceiling(BaseModel):
-    """What one worker core could commit if a step cost only its records' transport (the
-    floor's, per record) and its own code (core.py): no per-round or per-fetch cost, which
-    a live step at 64 writers shares with some 30 others rather than hundreds."""
+    """What one worker core could commit if a step cost only the transport of the records
+    it certainly sends (the floor's, per record) and its own code (core.py): no cost per
+    commit round or fetch, which a live step at 64 writers shares with some 30 others
+    rather than hundreds. An upper bound: every part of it is a part the worker pays."""
 
     tags: int
     steps_per_event: int
-    records_per_step: float
+    records_per_step: float  # the certain ones (CoreCost.certain_records_per_step)
     us_per_step: float
     events_per_s: float
     of_raw: float | None  # over raw's events/s at the most writers
@@ -147,7 +148,8 @@ class CommitBenchReport(BaseModel):
     hops: list[HopBreakdown]
     worker: list[WorkerCost] = Field(default_factory=list)  # one per dcb scenario
 
-    def _busiest_raw(self) -> ScenarioResult | None:
+    def busiest_raw(self) -> ScenarioResult | None:
+        """Raw's scenario at the most writers: the one the targets compare with."""
         return max(self.raw, key=lambda r: r.writers, default=None)
 
     def per_further_record_us(self) -> float | None:
@@ -165,7 +167,7 @@ class CommitBenchReport(BaseModel):
         floor = self.floor
         if floor is None:
             return None
-        busiest = self._busiest_raw()
+        busiest = self.busiest_raw()
         parts = []
         for tags in sorted({r.tags for r in self.dcb}):
             ceiling = floor.events_per_s_ceiling(tags)
@@ -188,15 +190,15 @@ class CommitBenchReport(BaseModel):
     @property
     def ceilings(self) -> list[Ceiling]:
         """This design's ceiling per tag count on one worker core: each step at the floor's
-        cost for the records it sends plus the steps' own code, and nothing per commit
-        round or fetch. Empty without both floors and the core costs."""
+        cost for the records it certainly sends plus the steps' own code, and nothing per
+        commit round or fetch. Empty without both floors and the core costs."""
         floor, further = self.floor, self.per_further_record_us()
         if floor is None or further is None:
             return []
-        busiest = self._busiest_raw()
+        busiest = self.busiest_raw()
         out = []
         for core in self.core:
-            extra = max(core.records_per_step - floor.outputs_per_step, 0.0)
+            extra = max(core.certain_records_per_step - floor.outputs_per_step, 0.0)
             per_step = floor.cpu_us_per_step + extra * further + core.us_per_step
             steps = steps_per_event(core.tags)
             rate = 1e6 / (steps * per_step)
@@ -204,7 +206,7 @@ class CommitBenchReport(BaseModel):
                 Ceiling(
                     tags=core.tags,
                     steps_per_event=steps,
-                    records_per_step=core.records_per_step,
+                    records_per_step=core.certain_records_per_step,
                     us_per_step=round(per_step, 1),
                     events_per_s=round(rate, 1),
                     of_raw=round(rate / busiest.events_per_s, 3) if busiest else None,

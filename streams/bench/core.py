@@ -8,9 +8,11 @@ made (``ledger/store.py``, ``tags/store.py``), its outputs encoded, and every de
 fed to its tag at once. What is left of the worker's CPU per event is faust, aiokafka
 and the broker round trips: the transport.
 
-It also counts the records each step sends — outputs and table rows, each a record on its
-topic or changelog, as in the agents — so that the floor's cost per record
-(``floor.py``) can price them: the ceiling in ``commit.py``.
+It also counts the records each step writes — outputs and table rows, each a record on
+its topic or changelog, as in the agents — and, of those, the ones a worker certainly
+sends: a commit round sends a table key's last write only, so a header or an attempt's
+row rewritten by several steps of one round may go once. The floor's cost per record
+(``floor.py``) prices the certain ones in the ceiling (``commit.py``), an upper bound.
 """
 
 from __future__ import annotations
@@ -39,7 +41,11 @@ class CoreCost(BaseModel):
     events: int
     us_per_event: float
     us_per_step: float
-    records_per_step: float  # outputs and table rows (changelog records) a step sends
+    records_per_step: float  # outputs and table rows (changelog records) a step writes
+    # Of those, the ones no other write of the same round can replace: outputs, rows of
+    # keys written once per event (a new attempt's row, its removal, a completed attempt,
+    # an installed event). Headers and rewritten attempt rows are left out.
+    certain_records_per_step: float
 
 
 class CommitPathCore:
@@ -52,7 +58,8 @@ class CommitPathCore:
         )
         self.tables: dict[str, TagTable] = {}
         self.steps = 0
-        self.records = 0  # sent by the steps: outputs and table rows
+        self.records = 0  # written by the steps: outputs and table rows
+        self.certain_records = 0  # of those, never replaced by a later write of a round
 
     def _encode(self, record: AvroRecord) -> bytes:
         return self.codec.encode(record.schema_name, record.to_avro(), check=False)
@@ -78,8 +85,10 @@ class CommitPathCore:
         outputs = (*step.allocations, *step.events, *step.results)
         for record_out in outputs:
             self._encode(record_out)
-        rows = 1 + len(writes.attempts) + len(writes.removed) + len(step.completed)
-        self.records += rows + len(outputs) + len(step.deliveries)
+        sent = len(outputs) + len(step.deliveries)
+        once = len(set(ledger.state.attempts) - before) + len(writes.removed) + len(step.completed)
+        self.records += 1 + len(writes.attempts) + len(writes.removed) + len(step.completed) + sent
+        self.certain_records += once + sent
         return [self._encode(delivery) for delivery in step.deliveries]
 
     def tag_step(self, value: bytes) -> bytes:
@@ -95,6 +104,7 @@ class CommitPathCore:
         answer = table.handle(delivery, datetime.now(UTC))
         writes = tag_store.writes_for(table.state, delivery.tag, before)
         self.records += 1 + len(writes.installed) + 1  # header, new rows, the answer
+        self.certain_records += len(writes.installed) + 1
         return self._encode(answer)
 
     def commit(self, command: bytes) -> None:
@@ -122,4 +132,5 @@ def run_core(codec: AvroCodec, tags: int, encoded: list[bytes]) -> CoreCost:
         us_per_event=round(spent * 1e6 / events, 1),
         us_per_step=round(spent * 1e6 / core.steps, 1),
         records_per_step=round(core.records / core.steps, 2),
+        certain_records_per_step=round(core.certain_records / core.steps, 3),
     )

@@ -107,8 +107,7 @@ def write_plot(report: CommitBenchReport, out_dir: Path) -> Path:
                 linestyle=style,
                 label=f"this design's ceiling, {ceiling.tags} tag(s), one worker core",
             )
-        if report.raw:
-            busiest = max(report.raw, key=lambda r: r.writers)
+        if (busiest := report.busiest_raw()) is not None:
             rate.plot(
                 [busiest.writers],
                 [busiest.events_per_s * RATE_TARGET],

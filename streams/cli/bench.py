@@ -367,14 +367,15 @@ def _print(report: CommitBenchReport, written: list[Path]) -> None:
             "the commit path's own code, without Kafka (decode, core, table rows, encode): "
             + "; ".join(
                 f"{c.tags} tag(s): {c.us_per_event:.0f} us CPU per event, {c.us_per_step:.0f} "
-                f"per step, {c.records_per_step:.1f} records sent per step"
+                f"per step, {c.records_per_step:.1f} records written per step "
+                f"({c.certain_records_per_step:.1f} that no later write of a round replaces)"
                 for c in report.core
             )
         )
     if ceilings := report.ceilings:
         console.print(
             "this design's ceiling on one worker core (each step: the floor's transport for "
-            "the records it sends + its own code; no per-round or per-fetch cost): "
+            "the records it certainly sends + its own code; no per-round or per-fetch cost): "
             + "; ".join(
                 f"{c.tags} tag(s): {c.steps_per_event} steps of {c.us_per_step:.0f} us, "
                 f"{c.events_per_s:.0f} events/s"

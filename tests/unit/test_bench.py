@@ -111,20 +111,34 @@ def test_the_design_ceiling_prices_each_record_a_step_sends_and_its_own_code() -
     floor = FloorResult(steps=100, outputs_per_step=1, steps_per_s=4000, cpu_us_per_step=250)
     wide = FloorResult(steps=100, outputs_per_step=4, steps_per_s=3000, cpu_us_per_step=310)
     core = [
-        CoreCost(tags=1, events=10, us_per_event=300, us_per_step=100, records_per_step=4.0),
-        CoreCost(tags=3, events=10, us_per_event=780, us_per_step=60, records_per_step=0.5),
+        CoreCost(
+            tags=1,
+            events=10,
+            us_per_event=300,
+            us_per_step=100,
+            records_per_step=4.0,
+            certain_records_per_step=3.0,  # only these are priced
+        ),
+        CoreCost(
+            tags=3,
+            events=10,
+            us_per_event=780,
+            us_per_step=60,
+            records_per_step=3.0,
+            certain_records_per_step=0.5,
+        ),
     ]
     report = report_of(
         [result("raw", 8, 1000), result("raw", 64, 4000)], floor=floor, floor_wide=wide, core=core
     )
     assert report.per_further_record_us() == 20  # (310 - 250) us over 3 more outputs
     one, three = report.ceilings
-    # 250 + 3 further records x 20 + 100 of own code = 410 us, 3 steps: 1,230 us per event
-    assert (one.tags, one.steps_per_event, one.us_per_step) == (1, 3, 410.0)
-    assert (one.events_per_s, one.of_raw) == (813.0, 0.203)  # beside raw at 64 writers
+    # 250 + 2 further certain records x 20 + 100 of own code = 390 us, 3 steps: 1,170 us
+    assert (one.tags, one.steps_per_event, one.us_per_step) == (1, 3, 390.0)
+    assert (one.events_per_s, one.of_raw) == (854.7, 0.214)  # beside raw at 64 writers
     # fewer records than the floor's one are not a saving: 250 + 60 = 310 us, 13 steps
     assert (three.us_per_step, three.events_per_s) == (310.0, 248.1)
-    assert json.loads(report.model_dump_json())["ceilings"][0]["events_per_s"] == 813.0
+    assert json.loads(report.model_dump_json())["ceilings"][0]["events_per_s"] == 854.7
     assert report.model_copy(update={"floor_wide": None}).ceilings == []
     assert report.model_copy(update={"raw": []}).ceilings[0].of_raw is None
 
@@ -140,7 +154,14 @@ def test_worker_cost_is_cpu_per_agent_step_beside_the_floor() -> None:
     assert (one_tag.cpu_us_per_step, one_tag.times_floor) == (1000.0, None)  # 2,000 x 3 steps
     idle = worker_cost(result("dcb", 1, 0), cpu_s=0.5, measure_s=10, floor=floor)
     assert (idle.cpu_us_per_step, idle.times_floor) == (None, None)
-    core = CoreCost(tags=3, events=10, us_per_event=1300, us_per_step=100, records_per_step=3)
+    core = CoreCost(
+        tags=3,
+        events=10,
+        us_per_event=1300,
+        us_per_step=100,
+        records_per_step=3,
+        certain_records_per_step=1.6,
+    )
     shared = worker_cost(three_tags, cpu_s=8.125, measure_s=10, floor=floor, core=core)
     assert shared.core_share == 0.08  # 100 of 1,250 us per step
     assert worker_cost(result("dcb", 1, 0), cpu_s=0.5, measure_s=10, floor=None, core=core) == idle
@@ -167,8 +188,11 @@ def test_the_core_bench_runs_every_step_of_the_commit_path(tags: int) -> None:
     assert cost.events == 5
     # One tag: the command (attempt row, header, allocation, delivery), the tag (header,
     # installed row, evidence), the evidence (attempt row removed, header, completed row,
-    # event, answer): 12 records over 3 steps. Three tags: 39 over 13.
+    # event, answer): 12 records over 3 steps, 9 without the headers. Three tags: 39 over
+    # 13 steps; 21 without the headers and the attempt row's rewrites by the votes and
+    # the evidence.
     assert cost.records_per_step == {1: 4.0, 3: 3.0}[tags]
+    assert cost.certain_records_per_step == {1: 3.0, 3: round(21 / 13, 3)}[tags]
     assert cost.us_per_step * steps_per_event(tags) == pytest.approx(cost.us_per_event, rel=1e-3)
 
 
