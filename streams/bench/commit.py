@@ -176,7 +176,7 @@ class CommitBenchReport(BaseModel):
         summary = (
             f"transport floor (faust + exactly-once, one output per step, no logic): "
             f"{floor.steps_per_s:.0f} steps/s, {floor.cpu_us_per_step:.0f} us CPU per step; "
-            f"ceiling per event: " + "; ".join(parts)
+            f"ceiling per event with no logic at all: " + "; ".join(parts)
         )
         further, wide = self.per_further_record_us(), self.floor_wide
         if further is None or wide is None:
