@@ -42,15 +42,17 @@ integration: system-deps $(STAMP)
 test: system-deps $(STAMP) lint
 	$(BIN)/pytest
 
-# Commit throughput and latency beside raw transactional Kafka, then how cost grows with
-# workers and tag partitions, on this machine: bench/results/commit.{json,png} and
-# scale.{json,png} (about 11 minutes; not part of `make test`).
+# Commit throughput, latency and cost beside raw transactional Kafka under each tag
+# placement, then how cost grows with workers and partitions, on this machine:
+# bench/results/commit.{json,png} and scale.{json,png} (about 13 minutes: some 8 for
+# commit, 5 for scale; not part of `make test`).
 bench: system-deps $(STAMP)
 	$(BIN)/dcb bench commit
 	$(BIN)/dcb bench scale
 
 # The DCB course-subscription workload on dcb-streams, eventsourcing on PostgreSQL and
-# UmaDB, one after another: bench/results/peers.{json,png,md} (about 6 minutes).
+# UmaDB, one after another, at 1, 8, 64 and 256 writers: bench/results/peers.{json,png,md}
+# (about 10 minutes).
 bench-peers: system-deps $(STAMP)
 	$(BIN)/dcb bench peers
 

@@ -102,6 +102,13 @@ class TopicConfigMismatchError(InfraError):
     code = "topic_config_mismatch"
 
 
+class TopicLayoutMismatchError(InfraError):
+    """The topics were created with another tag placement or partition counts than these
+    settings give; keys would land where their state is not."""
+
+    code = "topic_layout_mismatch"
+
+
 class TopicAdminError(InfraError):
     """The broker refused a topic administration request."""
 
@@ -240,24 +247,11 @@ class WorkerStartError(InfraError):
     code = "worker_start_failed"
 
 
-class TransactionLostWriteError(InfraError):
-    """A send of an open transaction failed: that transaction must never commit."""
+class WorkerStalledError(InfraError):
+    """A worker could not commit, restore or reach the broker within its stall timeout; it
+    exits for its supervisor to start it again."""
 
-    code = "transaction_lost_write"
-
-
-class GroupFencedError(InfraError):
-    """This process may not commit a consumer group's offsets: it is not (or no longer) the
-    member the partitions were assigned to, or another transaction still holds them."""
-
-    code = "group_fenced"
-
-
-class TransactionStillOpenError(InfraError):
-    """A changelog partition kept an open transaction past the wait for it: its end, where a
-    restore would stop, was not to be had (``streams/kafka/settled_ends.py``)."""
-
-    code = "transaction_still_open"
+    code = "worker_stalled"
 
 
 class PostgresStartError(InfraError):

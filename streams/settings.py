@@ -19,7 +19,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-# A killed worker's partitions move to the others after this (faust's default: 60 s).
+# A killed worker's partitions move to the others after this.
 SESSION_TIMEOUT_S = 10.0
 CONFIG_FILE_ENV = "DCB_CONFIG_FILE"
 DEFAULT_CONFIG_FILE = "dcb.toml"
@@ -73,8 +73,14 @@ class TopicSettings(BaseModel):
     )
     tag_partitions: int = Field(
         12,
-        description="tag deliveries (spread by serviceId + tag): more let more workers share "
-        "the tag work",
+        description="tag deliveries: more let more workers share the tag work",
+    )
+    tag_placement: Literal["service", "tag"] = Field(
+        "service",
+        description="service: all tags of a service in one tag partition, so every commit is "
+        "one-phase (services spread over the tag partitions); tag: a service's tags spread "
+        "over the tag partitions (a service whose tag state outgrows one worker), and "
+        "attempts spanning partitions commit in two phases. Fixed once the topics exist",
     )
     dead_letter_partitions: int = 3
     replication_factor: int = 1
@@ -83,28 +89,24 @@ class TopicSettings(BaseModel):
 class WorkerSettings(BaseModel):
     """The stream processors (``dcb worker``)."""
 
-    app_id: str = Field("dcb-worker", description="faust app id: consumer group and table names")
-    data_dir: Path | None = Field(None, description="faust data folder; default: under cache_dir")
+    app_id: str = Field(
+        "dcb-worker", description="consumer group, transactional id and changelog topic prefix"
+    )
     grace_ms: int = Field(
         10_000, description="reservation window: undecided attempts are fenced after it"
     )
-    commit_interval_s: float = Field(
-        0.02,
-        description="longest pause between the end of one transaction commit and the "
-        "next while the agents stay busy; a commit starts sooner once they go quiet after a "
-        "step (dcb bench commit: 0.02 gave the lowest latency at 8 writers)",
-    )
-    commit_max_interval_s: float = Field(
-        0.1,
-        description="under load the pause stretches to the last commit's duration, up to "
-        "this (dcb bench commit, 64 writers: +39% events/s, 8 writers unchanged)",
+    max_batch_records: int = Field(
+        500,
+        ge=1,
+        description="a round takes at most this many input records (a batch record counts "
+        "once); it takes what is ready, so the busier the worker, the bigger the round",
     )
     reconcile_interval_s: float = Field(1.0, description="how often the reconciler timer looks")
     instance_id: str | None = Field(
         None,
         description="ends the worker's transactional id; a worker started with the id of one "
         "that died aborts its open transaction at once; default: a fresh one per dcb worker, "
-        "kept when it restarts its agents (two live workers must never share one)",
+        "kept when its supervisor restarts it (two live workers must never share one)",
     )
     transaction_timeout_s: float = Field(
         5.0,
@@ -113,6 +115,12 @@ class WorkerSettings(BaseModel):
         description="the broker aborts a dead worker's open transaction after this, before "
         f"the group ({SESSION_TIMEOUT_S:.0f} s session timeout) hands its partitions on; until "
         "then read_committed readers of the partitions it wrote wait",
+    )
+    stall_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="a worker whose round or takeover makes no progress for this long says so "
+        "and exits (its supervisor starts it again), instead of hanging",
     )
     fault_injection: Literal["after-allocation-before-delivery"] | None = Field(
         None,

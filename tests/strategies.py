@@ -76,6 +76,7 @@ allocations = model(
     allocator_lineage_id=ids,
     attempt_id=ids,
     writer_epoch=longs,
+    one_phase=st.booleans(),
     candidates=st.lists(
         model(
             r.AllocatedCandidate,
@@ -87,7 +88,12 @@ allocations = model(
         ),
         max_size=3,
     ),
+)
+allocation_batches = model(
+    r.AllocationBatch,
+    source_partition=ints,
     allocated_at=millis,
+    allocations=st.lists(allocations, max_size=3),
 )
 target_fields: dict[str, st.SearchStrategy[object]] = {
     "service_id": texts,
@@ -106,7 +112,13 @@ tag_deliveries = model(
     fence_epoch=maybe(longs),
     condition=maybe(conditions),
     event=maybe(event_data),
+    one_phase=st.booleans(),
+)
+tag_delivery_batches = model(
+    r.TagDeliveryBatch,
+    source_partition=ints,
     sent_at=millis,
+    items=st.lists(tag_deliveries, max_size=3),
 )
 tag_resolutions = model(
     r.TagResolution,
@@ -117,7 +129,12 @@ tag_resolutions = model(
     obligation_digest=maybe(texts),
     tombstone_epoch=maybe(longs),
     rejection=maybe(error_infos),
+)
+tag_resolution_batches = model(
+    r.TagResolutionBatch,
+    source_partition=ints,
     observed_at=millis,
+    items=st.lists(tag_resolutions, max_size=3),
 )
 committed_events = model(
     r.CommittedEvent,
@@ -157,20 +174,30 @@ dead_letters = model(
     source_offset=longs,
     source_key=maybe(st.binary(max_size=20)),
     source_value=maybe(st.binary(max_size=50)),
+    item_index=maybe(ints),
     processor=texts,
     error=error_infos,
     failed_at=millis,
 )
 
+store_layouts = model(
+    r.StoreLayout,
+    tag_placement=st.sampled_from(["SERVICE", "TAG"]),
+    partitions=ints,
+    tag_partitions=ints,
+    created_at=millis,
+)
+
 TOPIC_RECORDS: dict[type[r.AvroRecord], st.SearchStrategy[r.AvroRecord]] = {
     r.Command: commands,
-    r.Allocation: allocations,
-    r.TagDelivery: tag_deliveries,
-    r.TagResolution: tag_resolutions,
+    r.AllocationBatch: allocation_batches,
+    r.TagDeliveryBatch: tag_delivery_batches,
+    r.TagResolutionBatch: tag_resolution_batches,
     r.CommittedEvent: committed_events,
     r.Certificate: certificates,
     r.CommitResult: commit_results,
     r.DeadLetter: dead_letters,
+    r.StoreLayout: store_layouts,
 }
 
 ALL_RECORDS: dict[type[r.AvroRecord], st.SearchStrategy[r.AvroRecord]] = {
@@ -179,6 +206,9 @@ ALL_RECORDS: dict[type[r.AvroRecord], st.SearchStrategy[r.AvroRecord]] = {
     r.AppendCondition: conditions,
     r.EventData: event_data,
     r.ErrorInfo: error_infos,
+    r.Allocation: allocations,
+    r.TagDelivery: tag_deliveries,
+    r.TagResolution: tag_resolutions,
 }
 
 
@@ -222,47 +252,65 @@ def samples() -> list[r.AvroRecord]:
             kind="RECONCILE",
             reconcile=r.ReconcileRequest(skip_grace=True, requested_by="ops"),
         ),
-        r.Allocation(
-            service_id="svc",
-            allocator_lineage_id="lin-1",
-            attempt_id="a1",
-            writer_epoch=3,
-            candidates=[
-                r.AllocatedCandidate(
-                    index=0,
-                    event_id=event.event_id,
-                    suid=suid,
-                    tags=event.tags,
-                    identity_digest="ab" * 32,
+        r.AllocationBatch(
+            source_partition=1,
+            allocated_at=at,
+            allocations=[
+                r.Allocation(
+                    service_id="svc",
+                    allocator_lineage_id="lin-1",
+                    attempt_id="a1",
+                    writer_epoch=3,
+                    one_phase=True,
+                    candidates=[
+                        r.AllocatedCandidate(
+                            index=0,
+                            event_id=event.event_id,
+                            suid=suid,
+                            tags=event.tags,
+                            identity_digest="ab" * 32,
+                        )
+                    ],
                 )
             ],
-            allocated_at=at,
         ),
-        r.TagDelivery(
-            service_id="svc",
-            tag="course:c1",
-            action="PREPARE",
-            allocator_lineage_id="lin-1",
-            attempt_id="a1",
-            suid=suid,
-            event_id=event.event_id,
-            identity_digest="ab" * 32,
-            writer_epoch=3,
-            condition=condition,
-            event=event,
+        r.TagDeliveryBatch(
+            source_partition=1,
             sent_at=at,
+            items=[
+                r.TagDelivery(
+                    service_id="svc",
+                    tag="course:c1",
+                    action="PREPARE",
+                    allocator_lineage_id="lin-1",
+                    attempt_id="a1",
+                    suid=suid,
+                    event_id=event.event_id,
+                    identity_digest="ab" * 32,
+                    writer_epoch=3,
+                    condition=condition,
+                    event=event,
+                    one_phase=True,
+                )
+            ],
         ),
-        r.TagResolution(
-            service_id="svc",
-            tag="course:c1",
-            status="REJECTED",
-            allocator_lineage_id="lin-1",
-            attempt_id="a1",
-            suid=suid,
-            event_id=event.event_id,
-            identity_digest="ab" * 32,
-            rejection=error,
+        r.TagResolutionBatch(
+            source_partition=3,
             observed_at=at,
+            items=[
+                r.TagResolution(
+                    service_id="svc",
+                    tag="course:c1",
+                    status="ABSENT_AND_IRREVOCABLY_FENCED",
+                    allocator_lineage_id="lin-1",
+                    attempt_id="a1",
+                    suid=suid,
+                    event_id=event.event_id,
+                    identity_digest="ab" * 32,
+                    tombstone_epoch=0,
+                    rejection=error,
+                )
+            ],
         ),
         r.CommittedEvent(
             service_id="svc", suid=suid, allocator_lineage_id="lin-1", attempt_id="a1", event=event
@@ -288,8 +336,10 @@ def samples() -> list[r.AvroRecord]:
             source_offset=7,
             source_key=b"svc",
             source_value=b"\x00garbage",
-            processor="allocator",
+            item_index=0,
+            processor="ledger",
             error=error,
             failed_at=at,
         ),
+        r.StoreLayout(tag_placement="SERVICE", partitions=6, tag_partitions=12, created_at=at),
     ]

@@ -1,12 +1,16 @@
-"""``dcb bench commit``: the commit path's throughput and latency beside raw Kafka's.
+"""``dcb bench commit``: the commit path's throughput, latency and cost beside raw Kafka's.
 
 Every scenario is a closed loop of writers appending one event each time, without an
 append condition, through the public SDK; the baseline sends the same encoded command
-bytes through raw transactional produce -> consume at the same writer counts. Between
-them, the transport floor (:mod:`streams.bench.floor`) relays the same bytes through
-faust with no logic in its steps: the ceiling of a commit path of that many steps. Each
-scenario's worker CPU per step, beside the floor's, tells how much the steps themselves
-cost on top of the transport.
+bytes through raw transactional produce -> consume at the same writer counts. The dcb
+scenarios run once per tag placement, each on topics and a worker of its own: under the
+service placement every commit is one-phase; under the tag placement a service's tags
+spread over the tag partitions, and an attempt spanning several commits in two phases.
+
+Per scenario, the worker's CPU per committed event, and how many items each hop's batch
+records carried: a round takes whatever is ready, so its batches say how much the
+runtime's group commit had to share. Beside them, the processors' own code without Kafka
+(:mod:`streams.bench.core`) at a round of one command and of many.
 """
 
 from __future__ import annotations
@@ -15,47 +19,68 @@ import json
 import os
 import platform
 import random
+import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, Field, computed_field
+from confluent_kafka import Message
+from pydantic import BaseModel, Field
 
 from streams.bench.core import CoreCost, run_core
 from streams.bench.cpu import CpuWindow
-from streams.bench.floor import FloorResult, run_floor, steps_per_event
 from streams.bench.hops import HopBreakdown, HopTracer
 from streams.bench.load import Operation, closed_loop
 from streams.bench.raw import TransactionalRoundTrip
-from streams.bench.stats import ScenarioResult, ratio_to_baseline
+from streams.bench.stats import ScenarioResult, percentile, ratio_to_baseline
 from streams.codec import codec_from_settings
+from streams.infra.worker_process import WorkerProcess
 from streams.kafka import clients
 from streams.kafka.topic_admin import ensure_topics
-from streams.kafka.topic_catalog import TopicLayout, owned, owned_prefixes
+from streams.kafka.topic_catalog import (
+    TopicLayout,
+    TopicRole,
+    owned,
+    owned_prefixes,
+    topic_name,
+    topic_specs,
+)
 from streams.model.records import Command, CommitAttempt, EventData
 from streams.sdk import DcbClient
+from streams.sdk.tail import TopicTail
 from streams.settings import DcbSettings
 
 TAG_SPREAD = 1000  # distinct values per tag position: contention stays low, tags recur
-# (writers, tags, services) whose hops are traced: one tag takes the one-phase path, three the
-# two-phase one.
+# (writers, tags, services) whose hops are traced, under each placement: one tag is
+# one-phase under both; three are one-phase under the service placement, two-phase under
+# the tag placement.
 TRACED = ((8, 1, 1), (8, 3, 1))
+Placement = Literal["service", "tag"]
+PLACEMENTS: tuple[Placement, ...] = ("service", "tag")
+# The batch records of the commit path, and the Avro field holding their items.
+BATCHED = {
+    TopicRole.ALLOCATIONS: "allocations",
+    TopicRole.TAG_DELIVERIES: "items",
+    TopicRole.TAG_RESOLUTIONS: "items",
+}
 
 
 class BenchPlan(BaseModel):
     writers: list[int] = Field(default_factory=lambda: [1, 8, 64])
     tags: list[int] = Field(default_factory=lambda: [1, 3])
     services: list[int] = Field(default_factory=lambda: [1, 100])
+    placements: list[Placement] = Field(default_factory=lambda: list(PLACEMENTS))
     warmup_s: float = 3.0
     measure_s: float = 10.0
     # Unmeasured, at the plan's largest load, before each system's scenarios: a fresh
     # broker JVM compiles for its first ~20 s of load (its JIT threads took half of its
     # CPU then, ~0.04 cores after), which slowed whichever scenarios came first.
     warm_pass_s: float = 20.0
-    floor_steps: int = 20_000  # 0: no transport floor
-    floor_outputs: int = Field(default=4, ge=1)  # a second floor pass with these; 1: none
     core_events: int = Field(default=3000, ge=0)  # run without Kafka (core.py); 0: none
+    core_batches: list[int] = Field(default_factory=lambda: [1, 64])  # commands per round
     # Distinct values per tag position; 1: every event at the same tags (one busy tag per
     # position, whose history grows through the run: an invoice sequence).
     tag_spread: int = Field(default=TAG_SPREAD, ge=1)
@@ -73,15 +98,11 @@ class BenchPlan(BaseModel):
 
     @property
     def seconds(self) -> float:
-        runs = len(list(self.scenarios())) + len(self.writers) + len(self.traced())
-        return runs * (self.warmup_s + self.measure_s) + 2 * self.warm_pass_s + self.floor_s
-
-    @property
-    def floor_s(self) -> float:
-        """About how long the floor takes: its worker's start, then ~2,000 steps/s; twice
-        with a pass of more outputs per step."""
-        once = 15 + self.floor_steps / 2000 if self.floor_steps else 0
-        return once * (2 if self.floor_outputs > 1 else 1)
+        """About how long the measured parts take (not the workers' starts, not the core)."""
+        per_placement = len(list(self.scenarios())) + len(self.traced())
+        runs = len(self.placements) * per_placement + len(self.writers)
+        warm_passes = 1 + len(self.placements)
+        return runs * (self.warmup_s + self.measure_s) + warm_passes * self.warm_pass_s
 
 
 class WorkerCost(BaseModel):
@@ -89,49 +110,42 @@ class WorkerCost(BaseModel):
 
     scenario: str  # ScenarioResult.key
     cores: float
-    cpu_us_per_step: float | None  # None: nothing committed
-    times_floor: float | None  # cpu_us_per_step over the floor's; None without a floor
-    # The commit path's own code (core.py) per step over cpu_us_per_step; None without it.
-    core_share: float | None = None
+    cpu_us_per_event: float | None  # None: nothing committed
 
 
-def worker_cost(
-    result: ScenarioResult,
-    cpu_s: float,
-    measure_s: float,
-    floor: FloorResult | None,
-    core: CoreCost | None = None,
-) -> WorkerCost:
-    """``cpu_s`` spent by the worker while ``result`` was measured, per agent step."""
-    steps = result.completed * steps_per_event(result.tags)
-    per_step = round(cpu_s * 1e6 / steps, 1) if steps else None
-    times = (
-        round(per_step / floor.cpu_us_per_step, 1)
-        if per_step is not None and floor is not None and floor.cpu_us_per_step > 0
-        else None
-    )
-    share = round(core.us_per_step / per_step, 3) if core is not None and per_step else None
+def worker_cost(result: ScenarioResult, cpu_s: float, measure_s: float) -> WorkerCost:
+    """``cpu_s`` spent by the worker while ``result`` was measured, per committed event."""
+    per_event = round(cpu_s * 1e6 / result.completed, 1) if result.completed else None
     return WorkerCost(
-        scenario=result.key,
-        cores=round(cpu_s / measure_s, 2),
-        cpu_us_per_step=per_step,
-        times_floor=times,
-        core_share=share,
+        scenario=result.key, cores=round(cpu_s / measure_s, 2), cpu_us_per_event=per_event
     )
 
 
-class Ceiling(BaseModel):
-    """What one worker core could commit if a step cost only the transport of the records
-    it certainly sends (the floor's, per record) and its own code (core.py): no cost per
-    commit round or fetch, which a live step at 64 writers shares with some 30 others
-    rather than hundreds. An upper bound: every part of it is a part the worker pays."""
+class HopBatches(BaseModel):
+    """Items per record on one hop's topic during a scenario's measured window."""
 
-    tags: int
-    steps_per_event: int
-    records_per_step: float  # the certain ones (CoreCost.certain_records_per_step)
-    us_per_step: float
-    events_per_s: float
-    of_raw: float | None  # over raw's events/s at the most writers
+    hop: str  # the topic's role: allocations, tag-deliveries, tag-resolutions
+    records: int
+    p50: float | None  # None: no record
+    p90: float | None
+    max: int | None
+
+    @classmethod
+    def of(cls, hop: str, items: list[int]) -> HopBatches:
+        if not items:
+            return cls(hop=hop, records=0, p50=None, p90=None, max=None)
+        return cls(
+            hop=hop,
+            records=len(items),
+            p50=percentile(items, 50),
+            p90=percentile(items, 90),
+            max=max(items),
+        )
+
+
+class ScenarioBatches(BaseModel):
+    scenario: str  # ScenarioResult.key
+    hops: list[HopBatches]
 
 
 class CommitBenchReport(BaseModel):
@@ -140,79 +154,16 @@ class CommitBenchReport(BaseModel):
     settings: dict[str, str | int | float]
     plan: BenchPlan
     raw: list[ScenarioResult]
-    floor: FloorResult | None = None
-    floor_wide: FloorResult | None = None  # the floor with plan.floor_outputs per step
-    core: list[CoreCost] = Field(default_factory=list)  # one per tag count
-    dcb: list[ScenarioResult]
-    ratios: dict[str, float | None]
-    hops: list[HopBreakdown]
+    core: list[CoreCost] = Field(default_factory=list)  # per placement, tag count, batch
+    dcb: list[ScenarioResult] = Field(default_factory=list)
+    ratios: dict[str, float | None] = Field(default_factory=dict)
+    hops: list[HopBreakdown] = Field(default_factory=list)
     worker: list[WorkerCost] = Field(default_factory=list)  # one per dcb scenario
+    batches: list[ScenarioBatches] = Field(default_factory=list)  # one per dcb scenario
 
     def busiest_raw(self) -> ScenarioResult | None:
         """Raw's scenario at the most writers: the one the targets compare with."""
         return max(self.raw, key=lambda r: r.writers, default=None)
-
-    def per_further_record_us(self) -> float | None:
-        """CPU a step spends on each record it sends beyond the floor's one (two floors)."""
-        floor, wide = self.floor, self.floor_wide
-        if floor is None or wide is None or wide.outputs_per_step <= floor.outputs_per_step:
-            return None
-        return (wide.cpu_us_per_step - floor.cpu_us_per_step) / (
-            wide.outputs_per_step - floor.outputs_per_step
-        )
-
-    def floor_summary(self) -> str | None:
-        """The floor's rate, and the ceiling it puts on each tag count beside raw's rate at
-        the most writers."""
-        floor = self.floor
-        if floor is None:
-            return None
-        busiest = self.busiest_raw()
-        parts = []
-        for tags in sorted({r.tags for r in self.dcb}):
-            ceiling = floor.events_per_s_ceiling(tags)
-            share = f", {ceiling / busiest.events_per_s:.0%} of raw" if busiest else ""
-            parts.append(f"{tags} tag(s): {steps_per_event(tags)} steps, {ceiling:.0f}/s{share}")
-        summary = (
-            f"transport floor (faust + exactly-once, one output per step, no logic): "
-            f"{floor.steps_per_s:.0f} steps/s, {floor.cpu_us_per_step:.0f} us CPU per step; "
-            f"ceiling per event with no logic at all: " + "; ".join(parts)
-        )
-        further, wide = self.per_further_record_us(), self.floor_wide
-        if further is None or wide is None:
-            return summary
-        return (
-            f"{summary}; with {wide.outputs_per_step} outputs per step "
-            f"{wide.cpu_us_per_step:.0f} us CPU per step: {further:.0f} us per further output"
-        )
-
-    @computed_field  # type: ignore[prop-decorator]  # written to commit.json
-    @property
-    def ceilings(self) -> list[Ceiling]:
-        """This design's ceiling per tag count on one worker core: each step at the floor's
-        cost for the records it certainly sends plus the steps' own code, and nothing per
-        commit round or fetch. Empty without both floors and the core costs."""
-        floor, further = self.floor, self.per_further_record_us()
-        if floor is None or further is None:
-            return []
-        busiest = self.busiest_raw()
-        out = []
-        for core in self.core:
-            extra = max(core.certain_records_per_step - floor.outputs_per_step, 0.0)
-            per_step = floor.cpu_us_per_step + extra * further + core.us_per_step
-            steps = steps_per_event(core.tags)
-            rate = 1e6 / (steps * per_step)
-            out.append(
-                Ceiling(
-                    tags=core.tags,
-                    steps_per_event=steps,
-                    records_per_step=core.certain_records_per_step,
-                    us_per_step=round(per_step, 1),
-                    events_per_s=round(rate, 1),
-                    of_raw=round(rate / busiest.events_per_s, 3) if busiest else None,
-                )
-            )
-        return out
 
 
 def bench_event(rng: random.Random, tags: int, spread: int = TAG_SPREAD) -> EventData:
@@ -245,15 +196,27 @@ def command_bytes(settings: DcbSettings, tags: int) -> bytes:
     return codec_from_settings(settings).encode(command.schema_name, command.to_avro())
 
 
+def placement_settings(base: DcbSettings, placement: Placement) -> DcbSettings:
+    """``base`` with this tag placement, on topics and a worker group of its own."""
+    topics = base.topics.model_copy(
+        update={"prefix": f"{base.topics.prefix}{placement}.", "tag_placement": placement}
+    )
+    worker = base.worker.model_copy(update={"app_id": f"{base.worker.app_id}-{placement}"})
+    return base.model_copy(update={"topics": topics, "worker": worker})
+
+
 def core_costs(settings: DcbSettings, plan: BenchPlan) -> list[CoreCost]:
-    """The commit path's own code per event, for each tag count of the plan (no Kafka)."""
+    """The processors' own code per event, for each placement, tag count and batch size of
+    the plan (one service, no Kafka)."""
     codec, rng = codec_from_settings(settings), random.Random(0)
     costs = []
-    for tags in plan.tags:
-        commands = [bench_command(rng, tags, plan.tag_spread) for _ in range(plan.core_events)]
-        encoded = [codec.encode(c.schema_name, c.to_avro()) for c in commands]
-        run_core(codec, tags, encoded[: len(encoded) // 10])  # unmeasured: warms the caches
-        costs.append(run_core(codec, tags, encoded))
+    for placement in plan.placements:
+        placed = placement_settings(settings, placement)
+        for tags in plan.tags:
+            commands = [bench_command(rng, tags, plan.tag_spread) for _ in range(plan.core_events)]
+            warm = commands[: max(len(commands) // 10, 1)]  # unmeasured: warms the caches
+            run_core(placed, codec, warm, tags, max(plan.core_batches))
+            costs += [run_core(placed, codec, commands, tags, b) for b in plan.core_batches]
     return costs
 
 
@@ -279,6 +242,16 @@ def other_partitions(partitions: dict[str, int], own_prefixes: list[str]) -> int
 def broker_partitions(settings: DcbSettings) -> dict[str, int]:
     topics = clients.admin(settings.resolved_bootstrap_servers).list_topics(timeout=15).topics
     return {name: len(meta.partitions) for name, meta in topics.items()}
+
+
+@contextmanager
+def running_workers(settings: DcbSettings, logs: Sequence[Path]) -> Iterator[list[int]]:
+    """The commit-path topics of ``settings`` and one ready ``dcb worker`` per log, in one
+    group; yields their pids (CPU is counted with descendants: the supervised child)."""
+    ensure_topics(clients.admin(settings.resolved_bootstrap_servers), topic_specs(settings.topics))
+    with ExitStack() as stack:
+        workers = [stack.enter_context(WorkerProcess(settings, log)) for log in logs]
+        yield [worker.proc.pid for worker in workers if worker.proc is not None]
 
 
 def run_raw(
@@ -329,40 +302,76 @@ def appends(
     return append
 
 
-def _dcb_scenario(
-    views: list[DcbClient],
-    writers: int,
-    tags: int,
-    services: int,
-    plan: BenchPlan,
-    tick: Callable[[float], None],
-    tracer: HopTracer | None,
-    window: CpuWindow | None = None,
-) -> ScenarioResult:
-    operation = appends(views, writers, tags, services, tracer, plan.tag_spread)
-    measured = closed_loop(writers, operation, plan.warmup_s, plan.measure_s, tick, window)
-    return ScenarioResult.of("dcb", writers, tags, services, measured)
+class Window:
+    """A scenario's measured window: its wall-clock ends in ms (as record timestamps) and
+    the worker's CPU over it."""
+
+    def __init__(self, worker_pids: list[int]) -> None:
+        self.cpu = CpuWindow({"worker": worker_pids})
+        self.opened_ms = self.closed_ms = 0.0
+
+    def __call__(self, opened: bool) -> None:
+        self.cpu(opened)
+        if opened:
+            self.opened_ms = time.time() * 1000
+        else:
+            self.closed_ms = time.time() * 1000
 
 
-def run_dcb(
+def _items_per_record(
+    settings: DcbSettings, role: TopicRole, windows: dict[str, Window]
+) -> dict[str, list[int]]:
+    """Items per record of ``role``'s topic, per scenario whose window holds the record's
+    timestamp; the topic read from its beginning (read_committed)."""
+    codec, field = codec_from_settings(settings), BATCHED[role]
+    found: dict[str, list[int]] = {key: [] for key in windows}
+
+    def count(message: Message) -> None:
+        _, at_ms = message.timestamp()
+        for key, window in windows.items():
+            if window.opened_ms <= at_ms <= window.closed_ms:
+                found[key].append(len(codec.decode(message.value() or b"", None).value[field]))
+                return
+
+    tail = TopicTail(settings.resolved_bootstrap_servers, topic_name(settings.topics, role))
+    try:
+        tail.catch_up(count, timeout_s=120)
+    finally:
+        tail.close()
+    return found
+
+
+def batch_sizes(settings: DcbSettings, windows: dict[str, Window]) -> list[ScenarioBatches]:
+    """Each scenario's items per record on the three batched hops."""
+    per_role = {role: _items_per_record(settings, role, windows) for role in BATCHED}
+    return [
+        ScenarioBatches(
+            scenario=key,
+            hops=[HopBatches.of(role.value, per_role[role][key]) for role in BATCHED],
+        )
+        for key in windows
+    ]
+
+
+def run_placement(
+    report: CommitBenchReport,
     settings: DcbSettings,
-    plan: BenchPlan,
     tick: Callable[[float], None],
-    worker_pids: list[int],
-    floor: FloorResult | None,
-    core: dict[int, CoreCost],
-) -> tuple[list[ScenarioResult], list[HopBreakdown], list[WorkerCost]]:
-    """Every scenario of ``plan`` through the SDK, with the CPU of the worker processes
-    ``worker_pids`` (none: not measured), then a pass per traced scenario.
+    logs: Path,
+) -> None:
+    """Every scenario of the report's plan on ``settings``' topics and a worker of their
+    own, then a pass per traced scenario; then what each hop's records carried.
 
     Tracing tails three topics in this process, beside the writers: its passes are not
     the measured ones, so it cannot slow the scenarios it explains.
     """
-    results: list[ScenarioResult] = []
-    costs: list[WorkerCost] = []
-    hops: list[HopBreakdown] = []
+    plan, placement = report.plan, settings.topics.tag_placement
     run_id = uuid.uuid4().hex[:6]
-    with DcbClient(service_id=f"bench-{run_id}-0", settings=settings, timeout_s=60) as root:
+    windows: dict[str, Window] = {}
+    with (
+        running_workers(settings, [logs / f"commit-worker-{placement}.log"]) as pids,
+        DcbClient(service_id=f"bench-{run_id}-0", settings=settings, timeout_s=60) as root,
+    ):
         services = max(plan.services)
         views = [root] + [root.for_service(f"bench-{run_id}-{i}") for i in range(1, services)]
         busiest = max(plan.writers)
@@ -374,64 +383,48 @@ def run_dcb(
             tick,
         )
         for writers, tags, services in plan.scenarios():
-            window = CpuWindow({"worker": worker_pids}) if worker_pids else None
-            result = _dcb_scenario(views, writers, tags, services, plan, tick, None, window)
-            results.append(result)
-            if window is not None:
-                spent = window.spent.get("worker", 0.0)
-                costs.append(worker_cost(result, spent, plan.measure_s, floor, core.get(tags)))
+            window = Window(pids)
+            operation = appends(views, writers, tags, services, None, plan.tag_spread)
+            measured = closed_loop(writers, operation, plan.warmup_s, plan.measure_s, tick, window)
+            result = ScenarioResult.of("dcb", writers, tags, services, measured, placement)
+            report.dcb.append(result)
+            spent = window.cpu.spent.get("worker", 0.0)
+            report.worker.append(worker_cost(result, spent, plan.measure_s))
+            windows[result.key] = window
         for writers, tags, services in plan.traced():
             tracer = HopTracer(settings)
             try:
-                _dcb_scenario(views, writers, tags, services, plan, tick, tracer)
+                operation = appends(views, writers, tags, services, tracer, plan.tag_spread)
+                closed_loop(writers, operation, plan.warmup_s, plan.measure_s, tick)
             finally:
-                label = f"{writers} writers, {tags} tag(s), {services} service(s)"
-                hops.append(tracer.breakdown(label))
+                label = f"{writers} writers, {tags} tag(s), {services} service(s), {placement}"
+                report.hops.append(tracer.breakdown(label))
                 tracer.close()
-    return results, hops, costs
+    report.batches += batch_sizes(settings, windows)
 
 
 def run_commit_bench(
-    settings: DcbSettings,
-    plan: BenchPlan,
-    tick: Callable[[float], None],
-    floor_log: Path,
-    worker_pids: list[int] | None = None,
+    settings: DcbSettings, plan: BenchPlan, tick: Callable[[float], None], logs: Path
 ) -> CommitBenchReport:
+    """Raw's scenarios, the core's, then each placement's; workers log to ``logs``."""
     started = datetime.now(UTC)
     others = other_partitions(broker_partitions(settings), owned_prefixes(settings))
     raw = run_raw(settings, plan, tick)
-    floor = floor_wide = None
-    if plan.floor_steps:
-        value = command_bytes(settings, max(plan.tags))
-        floor = run_floor(settings, plan.floor_steps, value, floor_log)
-        if plan.floor_outputs > 1:
-            wide_log = floor_log.with_name(f"{floor_log.stem}-{plan.floor_outputs}-outputs.log")
-            floor_wide = run_floor(
-                settings, plan.floor_steps, value, wide_log, outputs=plan.floor_outputs
-            )
-        tick(plan.floor_s)
-    core = core_costs(settings, plan) if plan.core_events else []
-    by_tags = {cost.tags: cost for cost in core}
-    dcb, hops, worker = run_dcb(settings, plan, tick, worker_pids or [], floor, by_tags)
-    ratios = {r.key: ratio_to_baseline(r, raw) for r in dcb}
-    return CommitBenchReport(
+    report = CommitBenchReport(
         started_at=started,
         machine=machine(),
         settings={
-            "commit_interval_s": settings.worker.commit_interval_s,
-            "commit_max_interval_s": settings.worker.commit_max_interval_s,
             "partitions": settings.topics.partitions,
             "tag_partitions": settings.topics.tag_partitions,
+            "tag_placement": ",".join(plan.placements),
+            "max_batch_records": settings.worker.max_batch_records,
             "broker_other_partitions": others,
         },
         plan=plan,
         raw=raw,
-        floor=floor,
-        floor_wide=floor_wide,
-        core=core,
-        dcb=dcb,
-        ratios=ratios,
-        hops=hops,
-        worker=worker,
+        core=core_costs(settings, plan) if plan.core_events else [],
     )
+    for placement in plan.placements:
+        run_placement(report, placement_settings(settings, placement), tick, logs)
+    report.ratios = {r.key: ratio_to_baseline(r, raw) for r in report.dcb}
+    return report

@@ -1,136 +1,151 @@
-"""The commit path's own code per event, without Kafka: what the agents' steps compute.
+"""The commit path's own code per event, without Kafka: the real processors, in process.
 
-The worker's CPU per step (``commit.py``) is the transport's plus the steps' own work,
-and a run on two shared cores varies by 10 to 15 per cent, so it cannot tell a change of
-the steps' code from noise. Here the same steps run in one loop, in process: each record
-decoded from its Avro bytes, the ledger's or tag table's core run on it, its table rows
-made (``ledger/store.py``, ``tags/store.py``), its outputs encoded, and every delivery
-fed to its tag at once. What is left of the worker's CPU per event is faust, aiokafka
-and the broker round trips: the transport.
-
-It also counts the records each step writes — outputs and table rows, each a record on
-its topic or changelog, as in the agents — and, of those, the ones a worker certainly
-sends: a commit round sends a table key's last write only, so a header or an attempt's
-row rewritten by several steps of one round may go once. The floor's cost per record
-(``floor.py``) prices the certain ones in the ceiling (``commit.py``), an upper bound.
+The worker's CPU per event (``commit.py``) is the processors' work plus the Kafka
+clients', and a run on two shared cores varies by 10 to 15 per cent, so it cannot tell a
+change of the processors' code from noise. Here :class:`LedgerProcessor` and
+:class:`TagProcessor` run as the runtime drives them, minus Kafka: COMMIT commands go in
+as messages, a round's records on the tag topics come back as the next round's batches,
+its events are "delivered" (so the next round's certificates name where they end), its
+table writes taken, until every command is answered and certified. Commands go in
+batches of a given size: a round of one command
+against a round of many shows what batching saves per event. It also counts the records
+a round sends per event: outputs, and changelog writes (the last per key, as a commit
+sends them).
 """
 
 from __future__ import annotations
 
 import time
-from collections import deque
-from datetime import UTC, datetime
+from collections import defaultdict
+from collections.abc import Sequence
 
+from confluent_kafka import Message
 from pydantic import BaseModel
 
-from streams.bench.floor import steps_per_event
 from streams.codec import AvroCodec
-from streams.ledger import store as ledger_store
-from streams.ledger.ledger import IssuanceLedger
-from streams.ledger.state import LedgerState
-from streams.model import table_rows
-from streams.model.records import AvroRecord, Command, TagDelivery, TagResolution
-from streams.tags import store as tag_store
-from streams.tags.table import TagTable, TagTableState
-
-GRACE_MS = 60_000  # nothing is reconciled in a run
+from streams.kafka.checkpoint import Round
+from streams.kafka.processor import Processor
+from streams.kafka.topic_catalog import TopicRole, ledger_partition, topic_name
+from streams.ledger.processor import LedgerProcessor
+from streams.model.records import Command, CommitResult
+from streams.settings import DcbSettings
+from streams.tags.processor import TagProcessor
 
 
 class CoreCost(BaseModel):
+    placement: str  # the tag placement
     tags: int
+    batch: int  # commands per round into the ledger
     events: int
-    us_per_event: float
-    us_per_step: float
-    records_per_step: float  # outputs and table rows (changelog records) a step writes
-    # Of those, the ones no other write of the same round can replace: outputs, rows of
-    # keys written once per event (a new attempt's row, its removal, a completed attempt,
-    # an installed event). Headers and rewritten attempt rows are left out.
-    certain_records_per_step: float
+    cpu_us_per_event: float
+    outputs_per_event: float  # records on the commit path's topics
+    writes_per_event: float  # changelog records (a key's last write per round)
 
 
 class CommitPathCore:
-    """One service's ledger and its tag tables, stepped as the agents step them."""
+    """Both processors owning every partition, stepped round by round as the runtime
+    steps them; the rounds' records on the tag topics routed back to them."""
 
-    def __init__(self, codec: AvroCodec) -> None:
+    def __init__(self, settings: DcbSettings, codec: AvroCodec) -> None:
         self.codec = codec
-        self.ledger = IssuanceLedger(
-            LedgerState(service_id="bench", allocator_lineage_id="bench"), GRACE_MS
-        )
-        self.tables: dict[str, TagTable] = {}
-        self.steps = 0
-        self.records = 0  # written by the steps: outputs and table rows
-        self.certain_records = 0  # of those, never replaced by a later write of a round
+        self.ledger = LedgerProcessor(settings, codec)
+        self.tags = TagProcessor(settings, codec)
+        events = topic_name(settings.topics, TopicRole.EVENTS)
+        for processor in (self.ledger, self.tags):
+            for partition in range(processor.partitions):
+                processor.assign(partition, {}, {events: 0})
+        topics = settings.topics
+        self._offsets: dict[tuple[str, int], int] = defaultdict(int)  # the next, per partition
+        self._readers = {
+            topic_name(topics, TopicRole.TAG_DELIVERIES): self.tags,
+            topic_name(topics, TopicRole.TAG_RESOLUTIONS): self.ledger,
+        }
+        self._commands = topic_name(topics, TopicRole.COMMANDS)
+        self._results = topic_name(topics, TopicRole.COMMIT_RESULTS)
+        self._dead_letters = topic_name(topics, TopicRole.DEAD_LETTERS)
+        self._topics = topics
+        self.outputs = 0
+        self.writes = 0
+        self.answers: list[bytes] = []  # the commit results, encoded
 
-    def _encode(self, record: AvroRecord) -> bytes:
-        return self.codec.encode(record.schema_name, record.to_avro(), check=False)
+    def _partition_of(self, service_id: str) -> int:
+        return ledger_partition(service_id, self._topics)
 
-    def _decode(self, value: bytes, cls: type[AvroRecord]) -> AvroRecord:
-        return cls.from_avro(self.codec.decode(value, cls.schema_name).value)
+    def _offset(self, topic: str, partition: int) -> int:
+        offset = self._offsets[topic, partition]
+        self._offsets[topic, partition] = offset + 1
+        return offset
 
-    def ledger_step(self, value: bytes, cls: type[Command] | type[TagResolution]) -> list[bytes]:
-        """One ledger step; the deliveries it sends, encoded."""
-        self.steps += 1
-        record = self._decode(value, cls)
-        ledger, now = self.ledger, datetime.now(UTC)
-        before = set(ledger.state.attempts)
-        if isinstance(record, Command):
-            assert record.commit is not None
-            step = ledger.register(record.commit, now, None)
-        else:
-            assert isinstance(record, TagResolution)
-            step = ledger.apply_resolution(record, now)
-        writes = ledger_store.writes_for(ledger.state, ledger_store.touched_by(record), before)
-        for done in step.completed:
-            table_rows.dump(done)
-        outputs = (*step.allocations, *step.events, *step.results)
-        for record_out in outputs:
-            self._encode(record_out)
-        sent = len(outputs) + len(step.deliveries)
-        once = len(set(ledger.state.attempts) - before) + len(writes.removed) + len(step.completed)
-        self.records += 1 + len(writes.attempts) + len(writes.removed) + len(step.completed) + sent
-        self.certain_records += once + sent
-        return [self._encode(delivery) for delivery in step.deliveries]
+    def _message(self, topic: str, partition: int, key: bytes | None, value: bytes) -> Message:
+        """A real ``confluent_kafka.Message``, as the consumer hands them to the runtime."""
+        offset = self._offset(topic, partition)
+        return Message(topic=topic, partition=partition, offset=offset, key=key, value=value)
 
-    def tag_step(self, value: bytes) -> bytes:
-        """One tag step; its answer, encoded."""
-        self.steps += 1
-        delivery = self._decode(value, TagDelivery)
-        assert isinstance(delivery, TagDelivery)
-        table = self.tables.get(delivery.tag)
-        if table is None:
-            table = TagTable(TagTableState(service_id=delivery.service_id, tag=delivery.tag))
-            self.tables[delivery.tag] = table
-        before = len(table.state.installed)
-        answer = table.handle(delivery, datetime.now(UTC))
-        writes = tag_store.writes_for(table.state, delivery.tag, before)
-        self.records += 1 + len(writes.installed) + 1  # header, new rows, the answer
-        self.certain_records += len(writes.installed) + 1
-        return self._encode(answer)
+    def commit(self, commands: Sequence[tuple[str, bytes]]) -> None:
+        """``commands`` (service id, encoded COMMIT command) through every round they take."""
+        pending: dict[tuple[Processor, int], list[Message]] = defaultdict(list)
+        for service_id, value in commands:
+            partition = self._partition_of(service_id)
+            message = self._message(self._commands, partition, service_id.encode(), value)
+            pending[self.ledger, partition].append(message)
+        while pending or self.ledger.due():
+            pending = self._round(pending)
 
-    def commit(self, command: bytes) -> None:
-        """Every step of one command, its deliveries answered as they come."""
-        deliveries = deque(self.ledger_step(command, Command))
-        while deliveries:
-            answer = self.tag_step(deliveries.popleft())
-            deliveries.extend(self.ledger_step(answer, TagResolution))
+    def _round(
+        self, batches: dict[tuple[Processor, int], list[Message]]
+    ) -> dict[tuple[Processor, int], list[Message]]:
+        """One round: what the last one left due (certificates), each partition's batch
+        stepped, then what its commit would do (the events acknowledged, the writes taken);
+        its records on the tag topics are the next round's batches."""
+        out = Round(self.codec)
+        self.ledger.carry(out)
+        self.tags.carry(out)
+        for (processor, partition), batch in batches.items():
+            processor.step(partition, batch, out)
+        for output in out.outputs:
+            if output.delivered is not None:  # an event: in its service's partition
+                partition = self._partition_of((output.key or b"").decode())
+                output.delivered(partition, self._offset(output.topic, partition))
+        for processor in (self.ledger, self.tags):
+            for table in processor.tables.values():
+                self.writes += len(table.take_writes())
+        self.outputs += len(out.outputs)
+        following: dict[tuple[Processor, int], list[Message]] = defaultdict(list)
+        for output in out.outputs:
+            assert output.value is not None
+            if output.topic == self._dead_letters:
+                raise RuntimeError("a record of the commit path was dead-lettered")
+            if output.topic == self._results:
+                self.answers.append(output.value)
+            elif (reader := self._readers.get(output.topic)) is not None:
+                assert output.partition is not None  # batch records name their partition
+                message = self._message(output.topic, output.partition, None, output.value)
+                following[reader, output.partition].append(message)
+        return following
 
 
-def run_core(codec: AvroCodec, tags: int, encoded: list[bytes]) -> CoreCost:
-    """CPU per event and per step of the commit path's own code over ``encoded`` COMMIT
-    commands (one service, one event of ``tags`` tags each, no condition)."""
-    events = len(encoded)
-    core = CommitPathCore(codec)
+def run_core(
+    settings: DcbSettings, codec: AvroCodec, commands: Sequence[Command], tags: int, batch: int
+) -> CoreCost:
+    """CPU per committed event of the processors' code over ``commands`` (COMMIT commands
+    of one event of ``tags`` tags each, no condition), ``batch`` at a time."""
+    encoded = [(c.service_id, codec.encode(c.schema_name, c.to_avro())) for c in commands]
+    core = CommitPathCore(settings, codec)
     started = time.process_time()
-    for command in encoded:
-        core.commit(command)
+    for first in range(0, len(encoded), batch):
+        core.commit(encoded[first : first + batch])
     spent = time.process_time() - started
-    if core.steps != events * steps_per_event(tags):
-        raise RuntimeError(f"{core.steps} steps for {events} events of {tags} tag(s)")
+    results = [CommitResult.from_avro(codec.decode(a, None).value) for a in core.answers]
+    committed = sum(1 for r in results if r.outcome == "COMMITTED")
+    events = len(commands)
+    if committed != events:
+        raise RuntimeError(f"{committed} of {events} commands committed ({len(results)} answered)")
     return CoreCost(
+        placement=settings.topics.tag_placement,
         tags=tags,
+        batch=batch,
         events=events,
-        us_per_event=round(spent * 1e6 / events, 1),
-        us_per_step=round(spent * 1e6 / core.steps, 1),
-        records_per_step=round(core.records / core.steps, 2),
-        certain_records_per_step=round(core.certain_records / core.steps, 3),
+        cpu_us_per_event=round(spent * 1e6 / events, 1),
+        outputs_per_event=round(core.outputs / events, 2),
+        writes_per_event=round(core.writes / events, 2),
     )

@@ -1,8 +1,9 @@
 """Where a commit's time goes: each hop's share, from the record timestamps on each topic.
 
-A record's timestamp is taken when its processor produces it, before that processor's
-transaction commits, so each hop below includes the previous step's commit wait, the
-next consumer's fetch and that step's own processing.
+A record's timestamp is taken when its processor produces it, before its round's
+transaction commits, so each hop below includes the previous round's commit, the next
+consumer's fetch and the next round's processing. A batch record's items share its
+timestamp.
 """
 
 from __future__ import annotations
@@ -18,32 +19,44 @@ from pydantic import BaseModel
 from streams.bench.stats import percentile
 from streams.codec import codec_from_settings
 from streams.kafka.topic_catalog import TopicRole, topic_name
-from streams.model.records import CommitResult, TagDelivery, TagResolution
+from streams.model.records import CommitResult, TagDeliveryBatch, TagResolutionBatch
 from streams.sdk.tail import TopicTail
 from streams.settings import DcbSettings
 
-# The marks of one commit in order, per path; each hop runs from one mark to the next.
+# The marks of one commit in order, per path; each hop runs from one mark to the next. A
+# mark is a record about the attempt: its PREPAREs, the tags' votes (PREPARED or
+# REJECTED), the ledger's decision (INSTALL or FENCE), the tags' evidence (installed, or
+# absent and fenced), its answer; "sent" and "received" are the SDK call's ends.
 PATHS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "two-phase": (
-        ("sent", "PREPARE", "PREPARED", "INSTALL", "INSTALLED_AND_COVERED", "answered", "received"),
+        ("sent", "PREPARE", "vote", "decision", "evidence", "answered", "received"),
         (
-            "SDK -> ledger: command in, PREPARE deliveries out",
-            "ledger commit -> tag: PREPARE checked, vote out",
-            "tag commit -> ledger: votes in, INSTALL decision out",
-            "ledger commit -> tag: installed, evidence out",
-            "tag commit -> ledger: evidence in, events + answer out",
+            "SDK -> ledger: command in, PREPAREs out",
+            "ledger commit -> tags: PREPAREs checked, votes out",
+            "tags commit -> ledger: votes in, decision out",
+            "ledger commit -> tags: decision carried out, evidence out",
+            "tags commit -> ledger: evidence in, events + answer out",
             "ledger commit -> SDK: answer read",
         ),
     ),
     "one-phase": (
-        ("sent", "PREPARE", "INSTALLED_AND_COVERED", "answered", "received"),
+        ("sent", "PREPARE", "evidence", "answered", "received"),
         (
-            "SDK -> ledger: command in, PREPARE (sole target) out",
-            "ledger commit -> tag: checked and installed, evidence out",
+            "SDK -> ledger: command in, one-phase PREPAREs out",
+            "ledger commit -> tag partition: checked and installed together, evidence out",
             "tag commit -> ledger: evidence in, events + answer out",
             "ledger commit -> SDK: answer read",
         ),
     ),
+}
+MARKS = {
+    "PREPARE": "PREPARE",
+    "INSTALL": "decision",
+    "FENCE": "decision",
+    "PREPARED": "vote",
+    "REJECTED": "vote",
+    "INSTALLED_AND_COVERED": "evidence",
+    "ABSENT_AND_IRREVOCABLY_FENCED": "evidence",
 }
 
 
@@ -114,11 +127,11 @@ class HopTracer:
             _, at_ms = message.timestamp()
             decoded = self.codec.decode(message.value(), None).value
             if role is TopicRole.TAG_DELIVERIES:
-                delivery = TagDelivery.from_avro(decoded)
-                self._mark(delivery.attempt_id, delivery.action, at_ms)
+                for delivery in TagDeliveryBatch.from_avro(decoded).items:
+                    self._mark(delivery.attempt_id, MARKS[delivery.action], at_ms)
             elif role is TopicRole.TAG_RESOLUTIONS:
-                resolution = TagResolution.from_avro(decoded)
-                self._mark(resolution.attempt_id, resolution.status, at_ms)
+                for resolution in TagResolutionBatch.from_avro(decoded).items:
+                    self._mark(resolution.attempt_id, MARKS[resolution.status], at_ms)
             else:
                 self._mark(CommitResult.from_avro(decoded).attempt_id, "answered", at_ms)
 

@@ -4,7 +4,7 @@ Writers hand their record to one transactional producer that commits whatever ha
 queued, one transaction after another (a stream processor's group commit without the
 processing), and wait until a ``read_committed`` consumer sees it. The same bytes the
 commit path carries (an encoded COMMIT command) travel, so the ratio measures what the
-DCB protocol adds over Kafka's exactly-once floor.
+DCB protocol adds over Kafka's own exactly-once round trip.
 """
 
 from __future__ import annotations

@@ -99,14 +99,6 @@ def write_plot(report: CommitBenchReport, out_dir: Path) -> Path:
 
     def draw(rate: Any, p99: Any) -> None:
         lines(rate, p99)
-        for ceiling, style in zip(report.ceilings, (":", "-.", "--"), strict=False):
-            rate.axhline(
-                ceiling.events_per_s,
-                color="grey",
-                linewidth=0.9,
-                linestyle=style,
-                label=f"this design's ceiling, {ceiling.tags} tag(s), one worker core",
-            )
         if (busiest := report.busiest_raw()) is not None:
             rate.plot(
                 [busiest.writers],
@@ -136,7 +128,8 @@ def write_scale_plot(report: ScaleBenchReport, out_dir: Path) -> Path:
     m, plan = report.machine, report.plan
     return rate_and_p99_plot(
         out_dir / "scale.png",
-        f"dcb bench scale: {plan.tags} tag(s) per event, {plan.services} services; "
+        f"dcb bench scale: {plan.tags} tag(s) per event, {plan.services} services, "
+        f"{report.tag_placement} placement; "
         f"{m['cpus']} CPUs, {m['platform']}",
         ("committed events/s", "events/s"),
         ("p99 commit latency", "ms"),

@@ -1,32 +1,32 @@
 """``dcb bench scale``: how the commit path's cost grows with workers and partitions.
 
 DESIGN §8: services spread over partitions, processors over consumer-group members, tags
-over tag partitions. ``dcb bench commit`` varies writers, tags and services on one worker;
-this bench varies the layout. Each layout (worker processes x partitions x tag partitions)
-gets topics of its own and fresh workers in one consumer group, a warm pass at the largest
-load (the group settles, a second worker's partitions are restored), then one measured
-closed loop per writer count. Cost is reported as CPU: the broker's and each worker's, in
-cores over the measured window, and in CPU milliseconds per committed event.
+over tag partitions. ``dcb bench commit`` varies writers, tags, services and the tag
+placement on one worker; this bench varies the layout, under the settings' placement
+(``DCB_TOPICS__TAG_PLACEMENT``, the service placement by default). Each layout (worker
+processes x partitions x tag partitions) gets topics of its own and fresh workers in one
+consumer group, a warm pass at the largest load (the group settles, a second worker's
+partitions are restored), then one measured closed loop per writer count. Cost is
+reported as CPU: the broker's and each worker's, in cores over the measured window, and
+in CPU milliseconds per committed event.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from streams.bench.commit import appends, machine
+from streams.bench.commit import appends, machine, running_workers
 from streams.bench.cpu import CpuWindow
 from streams.bench.load import closed_loop
 from streams.bench.stats import ScenarioResult
 from streams.infra.broker import EmbeddedBroker
-from streams.infra.worker_process import WorkerProcess
 from streams.kafka import clients
-from streams.kafka.topic_admin import delete_topics_with_prefix, ensure_topics
-from streams.kafka.topic_catalog import owned_prefixes, topic_specs
+from streams.kafka.topic_admin import delete_topics_with_prefix
+from streams.kafka.topic_catalog import owned_prefixes
 from streams.sdk import DcbClient
 from streams.settings import DcbSettings
 
@@ -90,6 +90,7 @@ class LayoutResult(BaseModel):
 class ScaleBenchReport(BaseModel):
     started_at: datetime
     machine: dict[str, str | int]
+    tag_placement: str
     plan: ScalePlan
     results: list[LayoutResult]
 
@@ -124,43 +125,22 @@ def cost(
     )
 
 
-@contextmanager
-def _workers(
-    settings: DcbSettings, layout: Layout, scratch: Path, logs: Path
-) -> Iterator[list[int]]:
-    """The layout's workers in one group on ``settings``' topics; yields their pids.
-
-    Each logs to ``logs/scale-<layout>-<n>.log``, overwritten by the next run."""
-    ensure_topics(clients.admin(settings.resolved_bootstrap_servers), topic_specs(settings.topics))
-    name = layout.name
-    with ExitStack() as stack:
-        pids = []
-        for i in range(layout.workers):
-            own = settings.worker.model_copy(update={"data_dir": scratch / f"{name}-{i}"})
-            worker = WorkerProcess(
-                settings.model_copy(update={"worker": own}), logs / f"scale-{name}-{i}.log"
-            )
-            stack.enter_context(worker)
-            assert worker.proc is not None
-            pids.append(worker.proc.pid)
-        yield pids
-
-
 def run_layout(
     base: DcbSettings,
     layout: Layout,
     plan: ScalePlan,
-    paths: tuple[Path, Path],
+    logs: Path,
     tick: Callable[[float], None],
 ) -> list[LayoutResult]:
-    """Every writer count of ``plan`` on one layout, then its topics are deleted."""
+    """Every writer count of ``plan`` on one layout, then its topics are deleted. Each
+    worker logs to ``logs/scale-<layout>-<n>.log``, overwritten by the next run."""
     settings = layout_settings(base, layout)
-    scratch, logs = paths
+    worker_logs = [logs / f"scale-{layout.name}-{i}.log" for i in range(layout.workers)]
     broker_pid = EmbeddedBroker(settings.broker).status().pid
     results = []
     try:
         with (
-            _workers(settings, layout, scratch, logs) as pids,
+            running_workers(settings, worker_logs) as pids,
             DcbClient(service_id="scale-0", settings=settings, timeout_s=60) as root,
         ):
             views = [root] + [root.for_service(f"scale-{i}") for i in range(1, plan.services)]
@@ -183,15 +163,17 @@ def run_layout(
 
 
 def run_scale_bench(
-    settings: DcbSettings,
-    plan: ScalePlan,
-    scratch: Path,
-    logs: Path,
-    tick: Callable[[float], None],
+    settings: DcbSettings, plan: ScalePlan, logs: Path, tick: Callable[[float], None]
 ) -> ScaleBenchReport:
     """Every layout of ``plan``, each on topics under ``settings``' prefix."""
     started = datetime.now(UTC)
     results = []
     for layout in plan.layouts:
-        results += run_layout(settings, layout, plan, (scratch, logs), tick)
-    return ScaleBenchReport(started_at=started, machine=machine(), plan=plan, results=results)
+        results += run_layout(settings, layout, plan, logs, tick)
+    return ScaleBenchReport(
+        started_at=started,
+        machine=machine(),
+        tag_placement=settings.topics.tag_placement,
+        plan=plan,
+        results=results,
+    )

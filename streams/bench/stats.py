@@ -40,25 +40,35 @@ class ScenarioResult(BaseModel):
     p99_ms: float
     completed: int
     failed: int
+    placement: str | None = None  # dcb's tag placement, when the bench varies it
 
     @property
     def key(self) -> str:
-        return f"w{self.writers}-t{self.tags}-s{self.services}"
+        key = f"w{self.writers}-t{self.tags}-s{self.services}"
+        return key if self.placement is None else f"{key}-{self.placement}"
 
     @property
     def label(self) -> str:
         plural = "s" if self.tags > 1 else ""
-        return f"{self.system}, {self.tags} tag{plural}, {self.services} service(s)"
+        label = f"{self.system}, {self.tags} tag{plural}, {self.services} service(s)"
+        return label if self.placement is None else f"{label}, {self.placement} placement"
 
     @classmethod
     def of(
-        cls, system: str, writers: int, tags: int, services: int, m: Measurement
+        cls,
+        system: str,
+        writers: int,
+        tags: int,
+        services: int,
+        m: Measurement,
+        placement: str | None = None,
     ) -> ScenarioResult:
         return cls(
             system=system,
             writers=writers,
             tags=tags,
             services=services,
+            placement=placement,
             events_per_s=round(m.per_second, 1),
             p50_ms=round(percentile(m.latencies_ms, 50), 1),
             p99_ms=round(percentile(m.latencies_ms, 99), 1),

@@ -13,7 +13,14 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from streams.bench.commit import TAG_SPREAD, BenchPlan, CommitBenchReport, run_commit_bench
+from streams.bench.commit import (
+    PLACEMENTS,
+    TAG_SPREAD,
+    BenchPlan,
+    CommitBenchReport,
+    Placement,
+    run_commit_bench,
+)
 from streams.bench.peers import report as peers_report
 from streams.bench.peers.api import PeerSystem
 from streams.bench.peers.bench import PeerBenchReport, PeerPlan, run_peers_bench
@@ -29,7 +36,7 @@ from streams.bench.scale import (
     run_scale_bench,
 )
 from streams.cli.output import console, emit, reported
-from streams.cli.services import embedded_broker, running_worker
+from streams.cli.services import embedded_broker
 from streams.kafka import clients
 from streams.kafka.topic_admin import delete_topics_with_prefix
 from streams.kafka.topic_catalog import owned_prefixes
@@ -71,22 +78,20 @@ def _progress(quiet: bool) -> Progress:
     )
 
 
-def _bench_settings(run: str, data_dir: Path) -> DcbSettings:
-    """The user's settings with this run's own topics, app id and worker folder."""
+def _bench_settings(run: str) -> DcbSettings:
+    """The user's settings with this run's own topics and app id."""
     settings = DcbSettings()
     topics = settings.topics.model_copy(update={"prefix": f"dcb-bench-{run}."})
-    worker = settings.worker.model_copy(
-        update={"app_id": f"dcb-bench-{run}-worker", "data_dir": data_dir}
-    )
+    worker = settings.worker.model_copy(update={"app_id": f"dcb-bench-{run}-worker"})
     return settings.model_copy(update={"topics": topics, "worker": worker})
 
 
 @contextmanager
 def _bench_run(as_json: bool, name: str) -> Iterator[tuple[DcbSettings, Path]]:
-    """This run's settings (topics, app id, worker folder of its own) and scratch folder;
-    errors end the command as JSON or text."""
+    """This run's settings (topics and app id of its own) and scratch folder; errors end
+    the command as JSON or text."""
     with reported(as_json), tempfile.TemporaryDirectory(prefix=f"{name}-") as scratch:
-        yield _bench_settings(uuid.uuid4().hex[:8], Path(scratch) / "worker"), Path(scratch)
+        yield _bench_settings(uuid.uuid4().hex[:8]), Path(scratch)
 
 
 def _with_plot(written: list[Path], plot: Callable[[], Path]) -> list[Path]:
@@ -98,38 +103,40 @@ def _with_plot(written: list[Path], plot: Callable[[], Path]) -> list[Path]:
         return written
 
 
+def _placements(text: str) -> list[Placement]:
+    chosen = [part.strip() for part in text.split(",") if part.strip()]
+    placements = [p for p in PLACEMENTS if p in chosen]
+    if not placements or len(placements) != len(chosen):
+        raise typer.BadParameter(f"placements are some of {', '.join(PLACEMENTS)}; got {text!r}")
+    return placements
+
+
 @app.command()
 def commit(
     writers: Annotated[str, typer.Option(help="Concurrent writer counts.")] = "1,8,64",
     tags: Annotated[str, typer.Option(help="Tags per event.")] = "1,3",
     services: Annotated[str, typer.Option(help="Services the writers spread over.")] = "1,100",
+    placements: Annotated[
+        str,
+        typer.Option(
+            help="Tag placements, each on topics and a worker of its own (service: every "
+            "commit one-phase; tag: attempts spanning tag partitions in two phases)."
+        ),
+    ] = "service,tag",
     warmup: Annotated[float, typer.Option(help="Seconds of warm-up per scenario.")] = 3.0,
     measure: Annotated[float, typer.Option(help="Seconds measured per scenario.")] = 10.0,
     warm_pass: WarmPass = 20.0,
-    floor_steps: Annotated[
-        int,
-        typer.Option(
-            min=0,
-            help="Records the transport floor relays (faust with no logic in its steps); "
-            "0: no floor.",
-        ),
-    ] = 20_000,
-    floor_outputs: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Outputs per step of a second floor pass (what each further record costs "
-            "the transport); 1: no second pass.",
-        ),
-    ] = 4,
     core_events: Annotated[
         int,
         typer.Option(
             min=0,
-            help="Events the commit path's own code runs without Kafka (its CPU per step "
-            "beside the worker's); 0: not measured.",
+            help="Events the processors' own code runs without Kafka, per placement, tag "
+            "count and batch size (its CPU per event beside the worker's); 0: not measured.",
         ),
     ] = 3000,
+    core_batches: Annotated[
+        str, typer.Option(help="Commands per round into the processors run without Kafka.")
+    ] = "1,64",
     tag_spread: Annotated[
         int,
         typer.Option(
@@ -146,34 +153,25 @@ def commit(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Commit throughput and latency through the SDK, beside raw transactional Kafka."""
+    """Commit throughput, latency and cost through the SDK, beside raw transactional Kafka."""
     plan = BenchPlan(
         writers=_ints(writers),
         tags=_ints(tags),
         services=_ints(services),
+        placements=_placements(placements),
         warmup_s=warmup,
         measure_s=measure,
         warm_pass_s=warm_pass,
-        floor_steps=floor_steps,
-        floor_outputs=floor_outputs,
         core_events=core_events,
+        core_batches=_ints(core_batches),
         tag_spread=tag_spread,
     )
     with _bench_run(as_json, "dcb-bench") as (settings, _):
         with embedded_broker(settings, keep_broker, as_json):
             try:
-                with (
-                    running_worker(settings, out / "commit-worker.log") as worker,
-                    _progress(as_json) as bar,
-                ):
+                with _progress(as_json) as bar:
                     task = bar.add_task("benchmarking", total=plan.seconds)
-                    report = run_commit_bench(
-                        settings,
-                        plan,
-                        lambda s: bar.advance(task, s),
-                        out / "commit-floor.log",
-                        [worker.proc.pid] if worker.proc is not None else [],
-                    )
+                    report = run_commit_bench(settings, plan, lambda s: bar.advance(task, s), out)
             finally:
                 delete_topics_with_prefix(
                     clients.admin(settings.resolved_bootstrap_servers),
@@ -213,10 +211,10 @@ def scale(
         measure_s=measure,
         warm_pass_s=warm_pass,
     )
-    with _bench_run(as_json, "dcb-bench-scale") as (settings, scratch):
+    with _bench_run(as_json, "dcb-bench-scale") as (settings, _):
         with embedded_broker(settings, False, as_json), _progress(as_json) as bar:
             task = bar.add_task("benchmarking layouts", total=plan.seconds)
-            report = run_scale_bench(settings, plan, scratch, out, lambda s: bar.advance(task, s))
+            report = run_scale_bench(settings, plan, out, lambda s: bar.advance(task, s))
         written = _with_plot(
             [write_json(report, out, "scale.json")], lambda: write_scale_plot(report, out)
         )
@@ -300,7 +298,7 @@ def _names(text: str) -> list[str]:
 
 @app.command()
 def peers(
-    writers: Annotated[str, typer.Option(help="Concurrent writer counts.")] = "1,8,64",
+    writers: Annotated[str, typer.Option(help="Concurrent writer counts.")] = "1,8,64,256",
     systems: Annotated[str, typer.Option(help="Systems, run in this order.")] = ",".join(PEERS),
     warmup: Annotated[float, typer.Option(help="Seconds of warm-up per scenario.")] = 5.0,
     measure: Annotated[float, typer.Option(help="Seconds measured per scenario.")] = 30.0,
@@ -344,12 +342,22 @@ def _print_peers(report: PeerBenchReport, written: list[Path]) -> None:
 
 def _print(report: CommitBenchReport, written: list[Path]) -> None:
     table = Table(
-        "system", "writers", "tags", "services", "events/s", "p50 ms", "p99 ms", "failed", "vs raw"
+        "system",
+        "placement",
+        "writers",
+        "tags",
+        "services",
+        "events/s",
+        "p50 ms",
+        "p99 ms",
+        "failed",
+        "vs raw",
     )
     for r in report.raw + report.dcb:
         ratio = report.ratios.get(r.key) if r.system == "dcb" else None
         table.add_row(
             r.system,
+            r.placement or "",
             str(r.writers),
             str(r.tags),
             str(r.services),
@@ -360,49 +368,48 @@ def _print(report: CommitBenchReport, written: list[Path]) -> None:
             f"{ratio:.0%}" if ratio is not None else "",
         )
     console.print(table)
-    if (floor := report.floor_summary()) is not None:
-        console.print(floor)
     if report.core:
-        console.print(
-            "the commit path's own code, without Kafka (decode, core, table rows, encode): "
-            + "; ".join(
-                f"{c.tags} tag(s): {c.us_per_event:.0f} us CPU per event, {c.us_per_step:.0f} "
-                f"per step, {c.records_per_step:.1f} records written per step "
-                f"({c.certain_records_per_step:.1f} that no later write of a round replaces)"
-                for c in report.core
-            )
+        core = Table(
+            "processors' own code, without Kafka",
+            "tags",
+            "commands per round",
+            "CPU us per event",
+            "outputs per event",
+            "changelog writes per event",
         )
-    if ceilings := report.ceilings:
-        console.print(
-            "this design's ceiling on one worker core (each step: the floor's transport for "
-            "the records it certainly sends + its own code; no per-round or per-fetch cost): "
-            + "; ".join(
-                f"{c.tags} tag(s): {c.steps_per_event} steps of {c.us_per_step:.0f} us, "
-                f"{c.events_per_s:.0f} events/s"
-                + (f", {c.of_raw:.0%} of raw" if c.of_raw is not None else "")
-                for c in ceilings
+        for c in report.core:
+            core.add_row(
+                f"{c.placement} placement",
+                str(c.tags),
+                str(c.batch),
+                f"{c.cpu_us_per_event:.0f}",
+                f"{c.outputs_per_event:.2f}",
+                f"{c.writes_per_event:.2f}",
             )
-        )
+        console.print(core)
     if report.worker:
-        cpu = Table(
-            "dcb worker's CPU", "cores", "us per agent step", "x floor's", "own code's share"
-        )
+        cpu = Table("dcb worker's CPU", "cores", "us per committed event")
         for cost in report.worker:
-            times, share = cost.times_floor, cost.core_share
-            per_step = cost.cpu_us_per_step
-            cpu.add_row(
-                cost.scenario,
-                f"{cost.cores:.2f}",
-                f"{per_step:.0f}" if per_step is not None else "",
-                f"{times:.1f}" if times is not None else "",
-                f"{share:.0%}" if share is not None else "",
-            )
+            per_event = cost.cpu_us_per_event
+            cpu.add_row(cost.scenario, f"{cost.cores:.2f}", f"{per_event:.0f}" if per_event else "")
         console.print(cpu)
+    if report.batches:
+        hops = [hop.hop for hop in report.batches[0].hops]
+        sizes = Table("items per record: p50 / p90 / max", *hops)
+        for scenario in report.batches:
+            sizes.add_row(
+                scenario.scenario,
+                *(
+                    f"{h.p50:.0f} / {h.p90:.0f} / {h.max}" if h.records else "no records"
+                    for h in scenario.hops
+                ),
+            )
+        console.print(sizes)
     for breakdown in report.hops:
-        hops = Table(f"hop ({breakdown.scenario}: {breakdown.path})", "p50 ms", "p99 ms")
+        hop_table = Table(f"hop ({breakdown.scenario}: {breakdown.path})", "p50 ms", "p99 ms")
         for hop in breakdown.hops:
-            hops.add_row(hop.name, f"{hop.p50_ms:.0f}", f"{hop.p99_ms:.0f}")
-        console.print(hops)
+            hop_table.add_row(hop.name, f"{hop.p50_ms:.0f}", f"{hop.p99_ms:.0f}")
+        console.print(hop_table)
     others = report.settings.get("broker_other_partitions", 0)
     if isinstance(others, int) and others > CLUTTERED_BROKER:
         console.print(

@@ -19,18 +19,19 @@ def worker(
     bootstrap_servers: Annotated[
         str | None, typer.Option("--bootstrap-servers", "-b", help="Kafka address.")
     ] = None,
-    loglevel: Annotated[str, typer.Option("--loglevel", "-l", help="faust log level.")] = "info",
+    loglevel: Annotated[str, typer.Option("--loglevel", "-l", help="Log level.")] = "info",
     restart: Annotated[
         bool,
         typer.Option(
-            help="Run the agents in a child process and start it again when it fails "
-            "fatally (a dead transactional producer); --no-restart runs them in this one."
+            help="Run the processors in a child process and start it again when it exits "
+            "because it cannot go on (an aborted round, the broker out of reach past the "
+            "stall timeout); --no-restart runs them in this one."
         ),
     ] = True,
 ) -> None:
-    """Run every commit-path agent; more worker processes share the partitions."""
+    """Run the commit path's processors; more worker processes share the partitions."""
     if restart:
-        # The agents' restarts keep the transactional id: each aborts what the last left open.
+        # Restarts keep the transactional id: each aborts what the last left open, at once.
         if DcbSettings().worker.instance_id is None:
             os.environ[INSTANCE_ID_ENV] = uuid.uuid4().hex
         argv = [sys.executable, "-m", "streams", "worker", "--no-restart", "-l", loglevel]

@@ -29,6 +29,7 @@ from streams.settings import BrokerSettings
 log = logging.getLogger(__name__)
 
 _MAIN_CLASS = "kafka.Kafka"
+PORT_LINGER_S = 15.0
 _STORAGE_TOOL = "kafka.tools.StorageTool"
 
 _LOG4J2 = """\
@@ -218,6 +219,19 @@ class EmbeddedBroker:
                 return True
         return False
 
+    def _wait_for_port(self, port: int, linger_s: float = PORT_LINGER_S) -> None:
+        """Raise :class:`BrokerPortInUseError` when ``port`` stays taken. A broker killed
+        a moment ago can hold it a while longer: connections its clients have not closed
+        yet keep the port until they do."""
+        deadline = time.monotonic() + linger_s
+        while self._port_taken(port):
+            if time.monotonic() > deadline:
+                raise BrokerPortInUseError(
+                    f"port {self.settings.host}:{port} is already in use by another process",
+                    port=port,
+                )
+            time.sleep(0.2)
+
     def start(self) -> BrokerStatus:
         """Start the broker and wait until it answers metadata requests.
 
@@ -232,11 +246,7 @@ class EmbeddedBroker:
                 bootstrap_servers=current.bootstrap_servers,
             )
         for port in (self.settings.port, self.settings.controller_port):
-            if self._port_taken(port):
-                raise BrokerPortInUseError(
-                    f"port {self.settings.host}:{port} is already in use by another process",
-                    port=port,
-                )
+            self._wait_for_port(port)
         self.fetch()
         self.format_storage()
         with (self.data_dir / "logs" / "stdout.log").open("ab") as out:

@@ -1,14 +1,13 @@
-"""Run a child process and start it again when it fails: how ``dcb worker`` runs faust.
+"""Run a child process and start it again when it fails: how ``dcb worker`` runs.
 
-aiokafka turns some broker losses (a connection closed during a coordinator lookup) into
-a fatal error of a transactional producer, or fail a transaction's sends so that its
-commit raises; a faust app in that state stops (or, with a dead producer, exits with
-:data:`EXIT_RESTART` from the worker's watchdog). A worker never ends by itself, so
-whenever the child ends without being asked to, a fresh process is started (with
-back-off): its fresh producers abort the open transactions and it resumes from the
-committed offsets — the recovery a SIGKILL gets. Only a usage error (exit 2) is final.
-The child dies with its supervisor (Linux ``PR_SET_PDEATHSIG``), so killing the
-supervisor never leaves a worker behind.
+A worker that cannot go on (an aborted round, a fenced producer, a call to Kafka that
+makes no progress: ``streams/kafka/runtime.py``) exits with :data:`EXIT_RESTART`. A
+worker never ends by itself otherwise, so whenever the child ends without being asked
+to, a fresh process is started (with back-off): its fresh producer aborts the open
+transaction and it resumes from the committed offsets — the recovery a SIGKILL gets.
+Only a usage error (exit 2, such as topics of another layout) is final. The child dies
+with its supervisor (Linux ``PR_SET_PDEATHSIG``), so killing the supervisor never leaves
+a worker behind.
 """
 
 from __future__ import annotations
@@ -50,8 +49,8 @@ def should_restart(exit_code: int) -> bool:
 def supervise(argv: Sequence[str], backoff_s: float = 1.0, stop_deadline_s: float = 30.0) -> int:
     """Run ``argv`` until it exits for good; SIGTERM and SIGINT are passed on to it.
 
-    A child still running ``stop_deadline_s`` after that is killed: faust's shutdown can
-    hang retrying a broker that is gone, and a stop must not.
+    A child still running ``stop_deadline_s`` after that is killed: a shutdown can hang
+    on a broker that is gone, and a stop must not.
     """
     stopping = False
     child: subprocess.Popen[bytes] | None = None

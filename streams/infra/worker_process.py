@@ -1,7 +1,7 @@
 """``dcb worker`` as a child OS process: what the demo, the bench and the tests start.
 
-A separate process, not a thread, because the worker is a faust app with its own
-event loop and because crash tests need something they can SIGKILL.
+A separate process, not a thread: crash tests need something they can SIGKILL, and a
+worker exits by itself when it cannot go on (its supervisor starts it again).
 """
 
 from __future__ import annotations
@@ -14,27 +14,24 @@ from pathlib import Path
 
 from streams.errors import WorkerStartError
 from streams.infra.processes import terminate
+from streams.kafka.runtime import READY
 from streams.settings import DcbSettings
-
-READY_LINE = "Worker]: Ready"
 
 
 def worker_env(settings: DcbSettings) -> dict[str, str]:
     """The environment that makes a child worker see exactly ``settings``' topics and app."""
     topics, worker = settings.topics, settings.worker
-    env = {
+    return {
         "DCB_BOOTSTRAP_SERVERS": settings.resolved_bootstrap_servers,
         "DCB_TOPICS__PREFIX": topics.prefix,
         "DCB_TOPICS__PARTITIONS": str(topics.partitions),
         "DCB_TOPICS__TAG_PARTITIONS": str(topics.tag_partitions),
+        "DCB_TOPICS__TAG_PLACEMENT": topics.tag_placement,
         "DCB_WORKER__APP_ID": worker.app_id,
         "DCB_WORKER__GRACE_MS": str(worker.grace_ms),
-        "DCB_WORKER__COMMIT_INTERVAL_S": str(worker.commit_interval_s),
-        "DCB_WORKER__COMMIT_MAX_INTERVAL_S": str(worker.commit_max_interval_s),
+        "DCB_WORKER__MAX_BATCH_RECORDS": str(worker.max_batch_records),
+        "DCB_WORKER__STALL_TIMEOUT_S": str(worker.stall_timeout_s),
     }
-    if worker.data_dir is not None:
-        env["DCB_WORKER__DATA_DIR"] = str(worker.data_dir)
-    return env
 
 
 class WorkerProcess:
@@ -59,7 +56,7 @@ class WorkerProcess:
                 stderr=subprocess.STDOUT,
             )
         if wait:
-            self.wait_for(READY_LINE, timeout_s)
+            self.wait_for(READY, timeout_s)
         return self
 
     def wait_for(self, text: str, timeout_s: float) -> None:
@@ -71,6 +68,15 @@ class WorkerProcess:
                     f"no {text!r} from the worker; its log: {self.log}", output=self.tail()
                 )
             time.sleep(0.2)
+
+    def child_pid(self) -> int | None:
+        """The process running the processors: the supervised child of ``dcb worker``."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        pid = self.proc.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children")
+        found = children.read_text().split() if children.exists() else []
+        return int(found[0]) if found else None
 
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""

@@ -15,8 +15,11 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 # librdkafka's default retry backoff (100 ms) caps a transactional loop at ~20
-# transactions/s on one broker; 5 ms lifts it about tenfold (MACHINE-FACTS.md).
+# transactions/s on one broker; 5 ms lifts it about tenfold.
 _FAST_RETRY = {"retry.backoff.ms": 5}
+# A worker's batch records and dead letters may exceed Kafka's 1 MB default (the topics
+# allow them: topic_catalog.MAX_MESSAGE_BYTES).
+_WORKER_MESSAGE_MAX_BYTES = 8 * 1024 * 1024 + 64 * 1024
 
 
 # librdkafka's own log lines go through Python logging instead of raw stderr.
@@ -37,7 +40,7 @@ def producer(bootstrap_servers: str, **overrides: Any) -> Producer:
         **_base(bootstrap_servers),
         **_FAST_RETRY,
         "enable.idempotence": True,
-        # Java's and aiokafka's partitioner, so a key lands where faust's producers put it.
+        # Java's partitioner, so a reader finds a key's partition (kafka/partitioner.py).
         "partitioner": "murmur2_random",
         "acks": "all",
         "linger.ms": 1,
@@ -49,10 +52,16 @@ def producer(bootstrap_servers: str, **overrides: Any) -> Producer:
 def transactional_producer(
     bootstrap_servers: str, transactional_id: str, **overrides: Any
 ) -> Producer:
-    """A producer after ``init_transactions``; a newer one with the same id fences it."""
+    """A producer after ``init_transactions``; a newer one with the same id fences it (and
+    aborts what an earlier one left open, at once)."""
     prod = producer(
         bootstrap_servers,
-        **{"transactional.id": transactional_id, "transaction.timeout.ms": 60_000, **overrides},
+        **{
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": 60_000,
+            "message.max.bytes": _WORKER_MESSAGE_MAX_BYTES,
+            **overrides,
+        },
     )
     prod.init_transactions(30)
     return prod
@@ -79,6 +88,23 @@ def consumer(
         **overrides,
     }
     return Consumer(conf)
+
+
+def group_consumer(bootstrap_servers: str, group_id: str, **overrides: Any) -> Consumer:
+    """The runtime's member of the worker group: eager rebalancing with range assignment,
+    so a processor's co-partitioned topics (same partition count) are assigned together;
+    offsets are committed only inside transactions."""
+    return consumer(
+        bootstrap_servers,
+        group_id,
+        **{
+            "partition.assignment.strategy": "range",
+            # The broker answers a fetch as soon as records arrive; this only bounds how
+            # often an idle worker asks.
+            "fetch.wait.max.ms": 100,
+            **overrides,
+        },
+    )
 
 
 def admin(bootstrap_servers: str, **overrides: Any) -> AdminClient:

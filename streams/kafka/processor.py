@@ -1,31 +1,29 @@
-"""What every faust agent of the commit path shares: decoding, dead letters, transactional output.
+"""What a processor of the commit path is: its side of the runtime's contract.
 
-An agent decodes each record with :meth:`Processor.decode`; a record that cannot be
-decoded or validated goes to the dead-letter topic with its reason (in the same
-transaction as the source offset) and the agent goes on. Outputs go through
-:func:`send_in_transaction`, so a step's records and its table writes commit or
-abort together.
+A processor reads co-partitioned source topics (``roles``) and keeps changelog-backed
+tables partitioned like them (``table_names``). The runtime (:mod:`streams.kafka.runtime`)
+gives it the partitions it owns, their tables restored; hands it each owned partition's
+ready records as one batch (``step``); and commits whatever the round's steps sent and
+wrote, with the input offsets, in one transaction (:mod:`streams.kafka.checkpoint`).
+A record, or one item of a batch record, that cannot be decoded or validated goes to
+the dead-letter topic with its reason, in the same transaction, and the step goes on.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import weakref
-from collections.abc import Iterable, Iterator
-from contextlib import AbstractAsyncContextManager, contextmanager
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import ClassVar
 
-import faust
 import pydantic
-from faust.streams import _current_event
-from faust.types import EventT, RecordMetadata
+from confluent_kafka import Message
 
 from streams.codec import AvroCodec
-from streams.errors import DcbError, InvalidRecordError
-from streams.kafka.faust_app import send_in_transaction
-from streams.kafka.faust_transport import commit_path_producer
+from streams.errors import CodecError, DcbError, InvalidRecordError
+from streams.kafka.changelog import Rows, Table, changelog_topic
+from streams.kafka.checkpoint import Round
 from streams.kafka.topic_catalog import RECORD_TYPES, TopicRole, topic_name
 from streams.model.records import AvroRecord, DeadLetter, ErrorInfo
 from streams.settings import DcbSettings
@@ -33,18 +31,68 @@ from streams.settings import DcbSettings
 log = logging.getLogger("streams.worker")
 
 
-class Processor:
-    def __init__(self, app: faust.App, settings: DcbSettings, codec: AvroCodec) -> None:
-        self.app = app
+class Processor(ABC):
+    name: ClassVar[str]
+    roles: ClassVar[tuple[TopicRole, ...]]
+    table_names: ClassVar[tuple[str, ...]]
+    # Topics it writes whose settled end (same partition number) it needs on a takeover.
+    end_roles: ClassVar[tuple[TopicRole, ...]] = ()
+
+    def __init__(self, settings: DcbSettings, codec: AvroCodec) -> None:
         self.settings = settings
         self.codec = codec
-        self.roles = {self.topic(role): role for role in TopicRole}
+        self.changelog = changelog_topic(settings.worker.app_id, self.name)
+        self.tables = {name: Table(self.changelog, name) for name in self.table_names}
 
-    def decode(self, source: EventT[Any]) -> AvroRecord:
-        """The record of ``source``, checked against its topic's schema and model."""
-        role = self.roles[source.message.topic]
-        cls = RECORD_TYPES[role]
-        decoded = self.codec.decode(source.message.value, cls.schema_name)
+    @property
+    @abstractmethod
+    def partitions(self) -> int:
+        """How many partitions each of its source topics and tables has."""
+
+    @abstractmethod
+    def step(self, partition: int, messages: Sequence[Message], out: Round) -> None:
+        """Handle one partition's batch, in order; send and write through ``out``."""
+
+    @abstractmethod
+    def tick(self, now_ms: int, out: Round) -> None:
+        """Run what is due by the clock (called about once a second)."""
+
+    @abstractmethod
+    def carry(self, out: Round) -> None:
+        """Send, before this round's steps, what an earlier round left due."""
+
+    @abstractmethod
+    def due(self) -> bool:
+        """Whether :meth:`carry` has something to send (the next round then starts now)."""
+
+    def assign(self, partition: int, rows: Rows, ends: Mapping[str, int]) -> None:
+        """Take ``partition`` over with the rows restored from its changelog partition and
+        the settled ends of its ``end_roles`` topics' partitions of that number (by topic)."""
+        for table in self.tables.values():
+            table.load(partition, rows)
+
+    def revoke(self, partition: int) -> None:
+        """Forget ``partition``: another process (or a fresh one) restores it."""
+        for table in self.tables.values():
+            table.drop(partition)
+
+    def topic(self, role: TopicRole) -> str:
+        return topic_name(self.settings.topics, role)
+
+    def records(
+        self, messages: Sequence[Message], out: Round
+    ) -> Iterator[tuple[Message, AvroRecord]]:
+        """Each message with its record; one that cannot be decoded goes to the dead letters."""
+        for message in messages:
+            try:
+                yield message, self.decode(message)
+            except CodecError as exc:
+                self.dead_letter(out, message, exc)
+
+    def decode(self, message: Message) -> AvroRecord:
+        """The record of ``message``, checked against its topic's schema and model."""
+        cls = RECORD_TYPES[self.role_of(message)]
+        decoded = self.codec.decode(message.value() or b"", cls.schema_name)
         try:
             return cls.from_avro(decoded.value)
         except pydantic.ValidationError as exc:
@@ -53,71 +101,33 @@ class Processor:
                 schema=cls.schema_name,
             ) from exc
 
-    def step(self) -> AbstractAsyncContextManager[None]:
-        """Run one record as a step: no commit can cut it in two (``step_gate``)."""
-        return commit_path_producer(self.app).gate.step()
+    def role_of(self, message: Message) -> TopicRole:
+        topic = message.topic()
+        return next(role for role in self.roles if self.topic(role) == topic)
 
-    @staticmethod
-    @contextmanager
-    def tables_of(source: EventT[Any]) -> Iterator[None]:
-        """Table writes made outside an agent's iteration (a commit hook) go to the
-        changelog partitions of ``source``'s: faust takes them from the current event."""
-        token = _current_event.set(weakref.ref(source))
-        try:
-            yield
-        finally:
-            _current_event.reset(token)
-
-    def topic(self, role: TopicRole) -> str:
-        return topic_name(self.settings.topics, role)
-
-    def source(self, *roles: TopicRole) -> Any:
-        return self.app.topic(
-            *(self.topic(r) for r in roles),
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-        )
-
-    async def publish(
-        self, source: EventT[Any], records: Iterable[tuple[TopicRole, str, AvroRecord]]
-    ) -> list[asyncio.Future[RecordMetadata]]:
-        """Send records (role, key, record), in order, inside the source partition's transaction.
-
-        Nothing waits for broker acknowledgements here (the transaction's commit does);
-        a caller that needs an offset awaits the returned future.
-        """
-        sent = []
-        for role, key, record in records:
-            value = self.codec.encode(record.schema_name, record.to_avro(), check=False)
-            topic = self.topic(role)
-            sent.append(await send_in_transaction(self.app, source, topic, key.encode(), value))
-        return sent
-
-    async def dead_letter(
-        self, source: EventT[Any], processor: str, exc: DcbError, service_id: str | None = None
+    def dead_letter(
+        self,
+        out: Round,
+        message: Message,
+        exc: DcbError,
+        service_id: str | None = None,
+        item_index: int | None = None,
     ) -> None:
-        message = source.message
-        log.warning(
-            "%s: dead letter from %s[%d]@%d: %s %s",
-            processor,
-            message.topic,
-            message.partition,
-            message.offset,
-            exc.code,
-            exc.message,
-        )
+        where = f"{message.topic()}[{message.partition()}]@{message.offset()}"
+        if item_index is not None:
+            where += f" item {item_index}"
+        log.warning("%s: dead letter from %s: %s %s", self.name, where, exc.code, exc.message)
         letter = DeadLetter(
             service_id=service_id,
-            source_topic=message.topic,
-            source_partition=message.partition,
-            source_offset=message.offset,
-            source_key=message.key,
-            source_value=message.value,
-            processor=processor,
+            source_topic=message.topic() or "",
+            source_partition=message.partition() or 0,
+            source_offset=message.offset() or 0,
+            source_key=message.key(),
+            source_value=message.value(),
+            item_index=item_index,
+            processor=self.name,
             error=ErrorInfo.of(exc),
             failed_at=datetime.now(UTC),
         )
-        key = (message.key or b"").decode(errors="replace")
-        await self.publish(source, [(TopicRole.DEAD_LETTERS, key, letter)])
+        key = (message.key() or b"").decode(errors="replace")
+        out.send(self.topic(TopicRole.DEAD_LETTERS), key, letter)

@@ -1,4 +1,5 @@
-"""The topics of DESIGN.md §3: names, partition counts, cleanup policies and record types.
+"""The topics of DESIGN.md §3: names, partition counts, cleanup policies, record types,
+and where a record of a service or a tag goes (the tag placement).
 
 Pure data derived from settings; :mod:`streams.kafka.topic_admin` creates them.
 """
@@ -9,10 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from aiokafka.partitioner import murmur2
-
+from streams.kafka.partitioner import key_partition
 from streams.model import records
 from streams.settings import DcbSettings, TopicSettings
+
+# Batch records carry many attempts' items (an event each at most, chunked at ~1 MiB), and
+# a dead letter carries its source record: topics allow records above Kafka's 1 MB default.
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
 
 class TopicRole(StrEnum):
@@ -26,17 +30,19 @@ class TopicRole(StrEnum):
     CERTIFICATES = "certificates"
     COMMIT_RESULTS = "commit-results"
     DEAD_LETTERS = "dead-letters"
+    LAYOUT = "layout"
 
 
 RECORD_TYPES: dict[TopicRole, type[records.AvroRecord]] = {
     TopicRole.COMMANDS: records.Command,
-    TopicRole.ALLOCATIONS: records.Allocation,
-    TopicRole.TAG_DELIVERIES: records.TagDelivery,
-    TopicRole.TAG_RESOLUTIONS: records.TagResolution,
+    TopicRole.ALLOCATIONS: records.AllocationBatch,
+    TopicRole.TAG_DELIVERIES: records.TagDeliveryBatch,
+    TopicRole.TAG_RESOLUTIONS: records.TagResolutionBatch,
     TopicRole.EVENTS: records.CommittedEvent,
     TopicRole.CERTIFICATES: records.Certificate,
     TopicRole.COMMIT_RESULTS: records.CommitResult,
     TopicRole.DEAD_LETTERS: records.DeadLetter,
+    TopicRole.LAYOUT: records.StoreLayout,
 }
 
 _COMPACTED = {TopicRole.CERTIFICATES}
@@ -51,11 +57,19 @@ class TopicLayout:
     replication_factor: int
     cleanup_policy: str
 
+    retention_ms: int | None = None  # None: the broker's default
+
     def config(self) -> dict[str, str]:
-        return {"cleanup.policy": self.cleanup_policy}
+        config = {
+            "cleanup.policy": self.cleanup_policy,
+            "max.message.bytes": str(MAX_MESSAGE_BYTES),
+        }
+        if self.retention_ms is not None:
+            config["retention.ms"] = str(self.retention_ms)
+        return config
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TopicSpec(TopicLayout):
     """One of the topics of DESIGN.md §3, with the record type it carries."""
 
@@ -74,6 +88,8 @@ def topic_specs(settings: TopicSettings) -> list[TopicSpec]:
             return settings.tag_partitions
         if role is TopicRole.DEAD_LETTERS:
             return settings.dead_letter_partitions
+        if role is TopicRole.LAYOUT:
+            return 1
         return settings.partitions
 
     return [
@@ -83,6 +99,7 @@ def topic_specs(settings: TopicSettings) -> list[TopicSpec]:
             partitions=partitions(role),
             replication_factor=settings.replication_factor,
             cleanup_policy="compact" if role in _COMPACTED else "delete",
+            retention_ms=-1 if role is TopicRole.LAYOUT else None,  # kept with the topics
         )
         for role in TopicRole
     ]
@@ -92,16 +109,25 @@ def topic_name(settings: TopicSettings, role: TopicRole) -> str:
     return f"{settings.prefix}{role.value}"
 
 
-def delivery_key(service_id: str, tag: str) -> str:
-    """The key of a tag delivery: one tag's deliveries share a partition, in order."""
+def changelog_layout(topic: str, partitions: int, replication_factor: int) -> TopicLayout:
+    """The compacted topic that keeps a processor table, partitioned like its sources."""
+    return TopicLayout(topic, partitions, replication_factor, "compact")
+
+
+def table_key(service_id: str, tag: str) -> str:
+    """The key of one tag's table: a service's tag, one string."""
     return f"{service_id}\x1f{tag}"
 
 
-def key_partition(key: bytes, partitions: int) -> int:
-    """The partition Kafka's default partitioner (murmur2, as every producer here uses)
-    gives ``key``: so a reader can follow one service's partition only."""
-    hashed: int = murmur2(key)
-    return (hashed & 0x7FFFFFFF) % partitions
+def ledger_partition(service_id: str, settings: TopicSettings) -> int:
+    """The partition of a service's commands, resolutions, events, certificates."""
+    return key_partition(service_id.encode(), settings.partitions)
+
+
+def tag_partition(service_id: str, tag: str, settings: TopicSettings) -> int:
+    """The tag partition of a service's tag: by service or by tag (the tag placement)."""
+    key = service_id if settings.tag_placement == "service" else table_key(service_id, tag)
+    return key_partition(key.encode(), settings.tag_partitions)
 
 
 def owned_prefixes(settings: DcbSettings) -> list[str]:

@@ -8,17 +8,23 @@ and the ledger decides *install*, or one target votes REJECTED (or the grace win
 passes undecided) and the ledger decides *fence*. A decision is final, so a
 candidate is never installed in one tag and fenced in another.
 
-An attempt with a single target in all (one event, one tag, no other guard tag) skips
-the vote (one-phase commit): its tag installs at once when the check passes, and the
-ledger takes the decision from the tag's terminal evidence. Past the grace window the
-ledger cannot fence such an attempt by itself (the tag may have installed it already);
-it asks the tag to fence and adopts whichever evidence comes back.
+An attempt whose targets all lie in one tag partition skips the vote (one-phase
+commit): that partition checks, reserves and installs them together when every check
+passes, or fences them all, and the ledger takes the decision from its terminal
+evidence. Past the grace window the ledger cannot fence such an attempt by itself (the
+partition may have installed it already); it asks the partition to fence and adopts
+whichever evidence comes back.
+
+Operations only settle candidates; :meth:`IssuanceLedger.publish`, called once per batch
+(or after each operation: the outcome is the same), moves the closed prefix, publishes
+the committed events it now covers in SUID order and answers the attempts it covers.
 """
 
 from __future__ import annotations
 
 import json
 from bisect import bisect_left
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -125,10 +131,23 @@ def membership_digest(attempt: CommitAttempt) -> str:
     )
 
 
+def _own_partition(tag: str) -> Hashable:
+    return tag
+
+
 class IssuanceLedger:
-    def __init__(self, state: LedgerState, grace_ms: int = DEFAULT_GRACE_MS) -> None:
+    """``partition_of`` names a tag's tag partition (the placement); by default every tag is
+    a partition of its own, so only an attempt with a single target is one-phase."""
+
+    def __init__(
+        self,
+        state: LedgerState,
+        grace_ms: int = DEFAULT_GRACE_MS,
+        partition_of: Callable[[str], Hashable] = _own_partition,
+    ) -> None:
         self.state = state
         self.grace_ms = grace_ms
+        self.partition_of = partition_of
 
     # --- registration ---------------------------------------------------------------
 
@@ -214,7 +233,7 @@ class IssuanceLedger:
             condition=attempt.condition,
             candidates=candidates,
             issued_at_ms=now_ms,
-            one_phase=len(candidates) == 1 and len(candidates[0].targets) == 1,
+            one_phase=len({self.partition_of(t) for c in candidates for t in c.targets}) == 1,
         )
         s.attempts[attempt.attempt_id] = state
         due = now_ms + self.grace_ms
@@ -225,6 +244,7 @@ class IssuanceLedger:
             allocator_lineage_id=s.allocator_lineage_id,
             attempt_id=attempt.attempt_id,
             writer_epoch=attempt.writer_epoch,
+            one_phase=state.one_phase,
             candidates=[
                 AllocatedCandidate(
                     index=c.envelope.index,
@@ -235,10 +255,9 @@ class IssuanceLedger:
                 )
                 for c in candidates
             ],
-            allocated_at=now,
         )
         deliveries = [
-            self._delivery(state, c, tag, "PREPARE", now) for c in candidates for tag in c.targets
+            self._delivery(state, c, tag, "PREPARE") for c in candidates for tag in c.targets
         ]
         return Step(allocations=[allocation], deliveries=deliveries)
 
@@ -271,12 +290,12 @@ class IssuanceLedger:
         if target.status in ("installed", "fenced"):
             return step
         installed = resolution.status == "INSTALLED_AND_COVERED"
-        if attempt.one_phase and attempt.decision is None:
-            self._adopt(attempt, installed)
+        adopting = attempt.one_phase and attempt.decision is None
+        decision = ("install" if installed else "fence") if adopting else attempt.decision
         consistent = (
-            attempt.decision == "install" and bool(resolution.obligation_digest)
+            decision == "install" and bool(resolution.obligation_digest)
             if installed
-            else attempt.decision != "install" and resolution.tombstone_epoch is not None
+            else decision != "install" and resolution.tombstone_epoch is not None
         )
         if not consistent:
             raise EvidenceMismatchError(
@@ -285,11 +304,13 @@ class IssuanceLedger:
                 attempt_id=attempt.attempt_id,
                 tag=resolution.tag,
             )
+        if adopting:
+            self._adopt(attempt, installed, resolution.rejection, now, step)
         target.status = "installed" if installed else "fenced"
         target.obligation_digest = resolution.obligation_digest
         target.tombstone_epoch = resolution.tombstone_epoch
         if candidate.resolved:
-            self._settle(candidate, now, step)
+            self._settle(candidate)
         return step
 
     @staticmethod
@@ -323,12 +344,25 @@ class IssuanceLedger:
             attempt.decision = "install"
             step.deliveries.extend(self._decision_deliveries(attempt, now))
 
-    @staticmethod
-    def _adopt(attempt: AttemptState, installed: bool) -> None:
-        """Take a one-phase attempt's decision from its tag's terminal evidence."""
+    def _adopt(
+        self,
+        attempt: AttemptState,
+        installed: bool,
+        rejection: ErrorInfo | None,
+        now: datetime,
+        step: Step,
+    ) -> None:
+        """Take a one-phase attempt's decision from its partition's terminal evidence; a
+        fenced one is answered at once, as a rejected vote is."""
         attempt.decision = "install" if installed else "fence"
-        if not installed and attempt.rejection is None:
-            attempt.rejection = _expired()
+        if installed:
+            return
+        if attempt.rejection is None:
+            attempt.rejection = rejection or _expired()
+        attempt.answered = True
+        step.results.append(
+            CommitResult.rejected(self.state.service_id, attempt.attempt_id, attempt.rejection, now)
+        )
 
     def _fence(self, attempt: AttemptState, now: datetime, step: Step) -> None:
         self.state.fence_epoch += 1
@@ -357,7 +391,7 @@ class IssuanceLedger:
             for tag, target in candidate.targets.items():
                 if target.status not in ("installed", "fenced"):
                     target.sends, target.last_sent_ms = 1, _ms(now)
-                    out.append(self._delivery(attempt, candidate, tag, action, now))
+                    out.append(self._delivery(attempt, candidate, tag, action))
         return out
 
     def _delivery(
@@ -366,7 +400,6 @@ class IssuanceLedger:
         candidate: Candidate,
         tag: str,
         action: DeliveryAction,
-        now: datetime,
     ) -> TagDelivery:
         e = candidate.envelope
         return TagDelivery(
@@ -382,13 +415,12 @@ class IssuanceLedger:
             fence_epoch=attempt.fence_epoch if action == "FENCE" else None,
             condition=attempt.condition if action == "PREPARE" else None,
             event=candidate.event if action == "PREPARE" else None,
-            sole_target=attempt.one_phase and action == "PREPARE",
-            sent_at=now,
+            one_phase=attempt.one_phase and action == "PREPARE",
         )
 
     # --- settling, the prefix, answers --------------------------------------------------
 
-    def _settle(self, candidate: Candidate, now: datetime, step: Step) -> None:
+    def _settle(self, candidate: Candidate) -> None:
         s = self.state
         suid = candidate.envelope.suid
         if s.unresolved.pop(suid, None) is None:
@@ -396,15 +428,22 @@ class IssuanceLedger:
         if s.unresolved_count <= 0:
             raise CorruptLedgerError("unresolved count would go below zero", suid=suid)
         s.unresolved_count -= 1
+
+    def publish(self, now: datetime) -> Step:
+        """Move the closed prefix over what settled; publish and answer what it now covers,
+        with a certificate when it moved."""
+        s = self.state
+        step = Step()
         before = s.closed_prefix
         after = self.compute_prefix()
         if after == before:
-            return
+            return step
         s.closed_prefix = after
         assert after is not None
         s.issued = s.issued[bisect_left(s.issued, after) :]
         self._publish_covered(after, now, step)
         step.certificate = self.certificate(now)
+        return step
 
     def compute_prefix(self) -> str | None:
         s = self.state
@@ -518,7 +557,7 @@ class IssuanceLedger:
                         target.sends += 1
                         target.last_sent_ms = now_ms
                         kind: DeliveryAction = "INSTALL" if decision == "install" else "FENCE"
-                        step.deliveries.append(self._delivery(attempt, candidate, tag, kind, now))
+                        step.deliveries.append(self._delivery(attempt, candidate, tag, kind))
                     if action.look_again_at_ms is not None:
                         next_due = min(next_due or action.look_again_at_ms, action.look_again_at_ms)
             if decision is None:

@@ -97,3 +97,6 @@ class LedgerState(_State):
     # the certificate's coverage. Set by the shell once the broker has the events.
     events_partition: int | None = None
     events_end_offset: int | None = None
+    # The prefix of the last certificate published: behind closed_prefix until the shell
+    # certifies (in the round after the events, once the broker has told where they end).
+    certified_prefix: str | None = None

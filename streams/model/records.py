@@ -51,6 +51,8 @@ class AppendCondition(AvroRecord):
 
 
 class EventData(AvroRecord):
+    """An event as it is stored: its ``payload`` is JSON text (``data`` reads it)."""
+
     schema_name: ClassVar[str] = "dcb.streams.EventData"
     event_id: str
     event_type: str
@@ -60,6 +62,15 @@ class EventData(AvroRecord):
     causation_id: str | None = None
     correlation_id: str | None = None
     executed_user: str | None = None
+
+    @property
+    def type(self) -> str:
+        return self.event_type
+
+    @property
+    def data(self) -> Any:
+        """The payload, parsed from its JSON."""
+        return json.loads(self.payload)
 
 
 class ErrorInfo(AvroRecord):
@@ -113,8 +124,15 @@ class Allocation(AvroRecord):
     allocator_lineage_id: str
     attempt_id: str
     writer_epoch: int
+    one_phase: bool = False
     candidates: list[AllocatedCandidate]
+
+
+class AllocationBatch(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.AllocationBatch"
+    source_partition: int
     allocated_at: datetime
+    allocations: list[Allocation]
 
 
 class TargetRecord(AvroRecord):
@@ -140,8 +158,14 @@ class TagDelivery(TargetRecord):
     fence_epoch: int | None = None
     condition: AppendCondition | None = None
     event: EventData | None = None
-    sole_target: bool = False
+    one_phase: bool = False
+
+
+class TagDeliveryBatch(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.TagDeliveryBatch"
+    source_partition: int
     sent_at: datetime
+    items: list[TagDelivery]
 
 
 class TagResolution(TargetRecord):
@@ -152,7 +176,13 @@ class TagResolution(TargetRecord):
     obligation_digest: str | None = None
     tombstone_epoch: int | None = None
     rejection: ErrorInfo | None = None
+
+
+class TagResolutionBatch(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.TagResolutionBatch"
+    source_partition: int
     observed_at: datetime
+    items: list[TagResolution]
 
 
 class CommittedEvent(AvroRecord):
@@ -215,9 +245,18 @@ class DeadLetter(AvroRecord):
     source_offset: int
     source_key: bytes | None = None
     source_value: bytes | None = None
+    item_index: int | None = None
     processor: str
     error: ErrorInfo
     failed_at: datetime
+
+
+class StoreLayout(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.StoreLayout"
+    tag_placement: Literal["SERVICE", "TAG"]
+    partitions: int
+    tag_partitions: int
+    created_at: datetime
 
 
 def record_types() -> dict[str, type[AvroRecord]]:

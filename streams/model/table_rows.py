@@ -1,12 +1,11 @@
-"""How a model is kept as a table row: JSON bytes, made by pydantic, not faust.
+"""How a model is kept as a table row: JSON bytes, made by pydantic.
 
-A row as a dict of dicts cost the step pydantic's dump to JSON-ready Python and then
-faust's JSON encoder (about 93 µs per ledger step with 64 attempts in flight, against
-17 µs serialised once by pydantic). And every row a table holds stayed in memory as a
-tree of containers that Python's cyclic collector walked at each full collection: as
-tables grew, a collection paused the worker for up to 160 ms (8 and 64 writers), long
-enough to show in the commit p99. Bytes are one object the collector never looks into.
-The JSON is the same as before, so changelogs written either way restore.
+A row as a dict of dicts cost the step pydantic's dump to JSON-ready Python and then a
+JSON encoder (about 93 µs per ledger step with 64 attempts in flight, against 17 µs
+serialised once by pydantic). And every row a table holds stayed in memory as a tree of
+containers that Python's cyclic collector walked at each full collection: as tables
+grew, a collection paused the worker for up to 160 ms (8 and 64 writers), long enough to
+show in the commit p99. Bytes are one object the collector never looks into.
 """
 
 from __future__ import annotations

@@ -2,28 +2,31 @@
 
 ``append`` validates locally (so bad input fails fast with its typed error), sends a
 COMMIT command keyed by the service and waits for the attempt's answer on
-``dcb.commit-results``; it returns only once the attempt is decided. A committed
-attempt is answered in the same transaction that publishes its events, so a ``read``
-after ``append`` sees them. ``read`` folds ``dcb.events`` (certified events only, in
-SUID order) into a local, incrementally caught-up cache.
+``dcb.commit-results``; it returns only once the attempt is decided. When no answer comes
+in time (a worker died mid-way, say), it sends the same attempt once more: the ledger
+answers a known attempt id as it did the first time, with the same SUIDs, so the caller
+gets an answer rather than an unknown outcome. A committed attempt is answered in the
+same transaction that publishes its events, so a ``read`` after ``append`` sees them.
+``read`` folds ``dcb.events`` (certified events only, in SUID order) into a local,
+incrementally caught-up cache, and returns the head with the events.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
-import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from datetime import UTC, datetime
 
-from confluent_kafka import Message
+from confluent_kafka import KafkaError, Message
 from pydantic import BaseModel
 
 from streams import errors
 from streams.codec import codec_from_settings
-from streams.errors import DcbError
+from streams.errors import DcbError, KafkaUnavailableError
 from streams.kafka import clients
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.ledger.ledger import validate_attempt
@@ -38,11 +41,15 @@ from streams.model.records import (
     EventData,
     QueryItem,
 )
-from streams.reconcile.timer import reconcile_command
+from streams.model.uuid7 import uuid7
+from streams.reconcile.command import reconcile_command
 from streams.sdk.event_index import EventIndex, SequencedEvent
+from streams.sdk.events import Event, ReadResult
 from streams.sdk.tail import TopicTail
 from streams.settings import DcbSettings
 from streams.subclasses import subclass_tree
+
+log = logging.getLogger("streams.sdk")
 
 
 class AppendResult(BaseModel):
@@ -84,8 +91,13 @@ class CommitChannel:
         future: Future[CommitResult] = Future()
         with self._lock:
             self._waiting[attempt_id] = future
+
+        def failed(err: KafkaError | None, _message: Message) -> None:
+            if err is not None and not future.done():
+                future.set_exception(KafkaUnavailableError(f"sending the attempt: {err}"))
+
         try:
-            self.send(command)
+            self.send(command, failed)
             return future.result(timeout=timeout_s)
         except TimeoutError as exc:
             raise errors.AnswerTimeoutError(
@@ -96,24 +108,33 @@ class CommitChannel:
             with self._lock:
                 self._waiting.pop(attempt_id, None)
 
-    def send(self, command: Command) -> None:
-        value = self.codec.encode(command.schema_name, command.to_avro())
+    def send(
+        self,
+        command: Command,
+        delivered: Callable[[KafkaError | None, Message], None] | None = None,
+    ) -> None:
+        """Queue ``command`` (a model: it conforms to its schema); librdkafka sends what the
+        writers queue together, and ``delivered`` hears how that went."""
+        value = self.codec.encode(command.schema_name, command.to_avro(), check=False)
         topic = topic_name(self.settings.topics, TopicRole.COMMANDS)
-        self._producer.produce(topic, key=command.service_id.encode(), value=value)
-        self._producer.flush(10)
+        key = command.service_id.encode()
+        self._producer.produce(topic, key=key, value=value, on_delivery=delivered)
+        self._producer.poll(0)
+
+    def flush(self, timeout_s: float = 10) -> None:
+        self._producer.flush(timeout_s)
 
     def _listen(self) -> None:
         def deliver(message: Message) -> None:
-            result = CommitResult.from_avro(
-                self.codec.decode(message.value(), CommitResult.schema_name).value
-            )
+            decoded = self.codec.decode(message.value(), CommitResult.schema_name).value
             with self._lock:
-                future = self._waiting.get(result.attempt_id)
+                future = self._waiting.get(decoded["attemptId"])
             if future is not None and not future.done():
-                future.set_result(result)
+                future.set_result(CommitResult.from_avro(decoded))
 
         while not self._closed.is_set():
             self._results.poll(deliver, 0.2)
+            self._producer.poll(0)  # the commands' delivery reports
 
     def close(self) -> None:
         self._closed.set()
@@ -164,13 +185,23 @@ class DcbClient:
     # --- append ----------------------------------------------------------------------
 
     def append(
-        self, events: Sequence[EventData], condition: AppendCondition | None = None
+        self,
+        events: Sequence[Event | EventData],
+        condition: AppendCondition | None = None,
+        *,
+        attempt_id: str | None = None,
     ) -> AppendResult:
+        """Commit ``events`` if no event matching ``condition`` came after its ``after``.
+
+        ``attempt_id`` (default: a new UUID v7) makes the call idempotent: sending the same
+        attempt again returns the first answer. Without an answer within ``timeout_s`` the
+        attempt is sent once more; a second silence raises :class:`AnswerTimeoutError`.
+        """
         attempt = validate_attempt(
             CommitAttempt(
-                attempt_id=str(uuid.uuid4()),
+                attempt_id=attempt_id or str(uuid7()),
                 writer_epoch=self.writer_epoch,
-                events=list(events),
+                events=[e.stored() if isinstance(e, Event) else e for e in events],
                 condition=condition,
             )
         )
@@ -181,7 +212,11 @@ class DcbClient:
             kind="COMMIT",
             commit=attempt,
         )
-        result = self._channel.request(command, attempt.attempt_id, self.timeout_s)
+        try:
+            result = self._channel.request(command, attempt.attempt_id, self.timeout_s)
+        except errors.AnswerTimeoutError:
+            log.warning("no answer to attempt %s yet; sending it again", attempt.attempt_id)
+            result = self._channel.request(command, attempt.attempt_id, self.timeout_s)
         if result.outcome == "COMMITTED":
             return AppendResult(attempt_id=attempt.attempt_id, suids=result.suids)
         raise error_from(result.error or ErrorInfo(code="rejected", message="rejected"))
@@ -190,8 +225,9 @@ class DcbClient:
 
     def read(
         self, query: Sequence[QueryItem] = (), after: str | None = None, limit: int | None = None
-    ) -> list[SequencedEvent]:
-        """Certified events matching ``query`` (every event when empty), in SUID order."""
+    ) -> ReadResult:
+        """Certified events matching ``query`` (every event when empty) after ``after``, in
+        SUID order, at most ``limit``; with the head to use as ``after`` in a condition."""
         with self._read_lock:
             if self._events_tail is None:
                 self._events_tail = TopicTail(
@@ -207,7 +243,7 @@ class DcbClient:
 
         with self._read_lock:
             self._events_tail.catch_up(fold)
-            return self._events.select(query, after, limit)
+            return ReadResult(self._events.select(query, after, limit), self._events.head)
 
     def certificate(self) -> Certificate | None:
         """The newest closed-prefix certificate of the service (``None`` before the first)."""
@@ -232,6 +268,7 @@ class DcbClient:
     def reconcile(self, skip_grace: bool = False) -> None:
         """Ask the service's ledger for a reconcile pass (``skip_grace``: fence now)."""
         self._channel.send(reconcile_command(self.service_id, skip_grace, "sdk"))
+        self._channel.flush()
 
     def close(self) -> None:
         """Close the read tails, and the channel unless it is borrowed (``for_service``)."""
@@ -255,13 +292,19 @@ class AsyncDcbClient:
         self._client = DcbClient(*args, **kwargs)  # type: ignore[arg-type]
 
     async def append(
-        self, events: Sequence[EventData], condition: AppendCondition | None = None
+        self,
+        events: Sequence[Event | EventData],
+        condition: AppendCondition | None = None,
+        *,
+        attempt_id: str | None = None,
     ) -> AppendResult:
-        return await asyncio.to_thread(self._client.append, events, condition)
+        return await asyncio.to_thread(
+            self._client.append, events, condition, attempt_id=attempt_id
+        )
 
     async def read(
         self, query: Sequence[QueryItem] = (), after: str | None = None, limit: int | None = None
-    ) -> list[SequencedEvent]:
+    ) -> ReadResult:
         return await asyncio.to_thread(self._client.read, query, after, limit)
 
     async def certificate(self) -> Certificate | None:

@@ -35,6 +35,15 @@ class EventIndex:
     def __len__(self) -> int:
         return len(self._events)
 
+    @property
+    def head(self) -> str | None:
+        """The greatest position read so far."""
+        if not self._events:
+            return None
+        if self._ascending:
+            return self._events[-1].position
+        return max(e.position for e in self._events)
+
     def add(self, event: SequencedEvent) -> None:
         index = len(self._events)
         if self._events and event.position <= self._events[-1].position:

@@ -18,7 +18,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from streams.errors import DcbError, KafkaUnavailableError
 from streams.kafka import clients
-from streams.kafka.topic_catalog import key_partition
+from streams.kafka.partitioner import key_partition
 
 
 class TailTimeoutError(DcbError):
@@ -50,6 +50,7 @@ class TopicTail:
             partitions = [key_partition(key, len(partitions))]
         self.topic = topic
         self.partitions = partitions
+        self.bootstrap_servers = bootstrap_servers
         self.admin = clients.admin(bootstrap_servers)
         # How far each partition has been read (records, transaction markers and all).
         self.read_to = dict.fromkeys(partitions, 0)
@@ -76,6 +77,9 @@ class TopicTail:
                     raise KafkaUnavailableError(
                         f"no end offsets for {self.topic}: {exc}", topic=self.topic
                     ) from exc
+                # After a broker restart the admin client can keep asking with a leader
+                # epoch the broker has moved past (FENCED_LEADER_EPOCH): start afresh.
+                self.admin = clients.admin(self.bootstrap_servers)
                 time.sleep(0.2)
 
     def poll(self, handle: Callable[[Message], None], timeout_s: float) -> int:

@@ -5,15 +5,17 @@ installed events after the condition's position and against other attempts' pend
 reservations (a pending event that would match blocks, conservatively), checks the
 writer epoch, then reserves. INSTALL turns the reservation into a visible event;
 FENCE drops it and leaves a tombstone that answers every later delivery for that
-SUID. Every answer is idempotent: a redelivered record gets the same answer.
+SUID. Every answer is idempotent: a redelivered record gets the same answer. A
+one-phase attempt's targets are decided together, across tables, by
+:mod:`streams.tags.partition`.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from bisect import insort
 from dataclasses import dataclass
-from datetime import datetime
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -90,25 +92,46 @@ class TagTable:
         # Every delivery asks whether its SUID is installed; searching the list cost a
         # busy tag (an invoice sequence) a pass over its whole history per delivery.
         self._installed_by_suid = {e.suid: e for e in state.installed}
+        # Conditions look back from the newest SUID to their position. Two-phase installs
+        # can come out of SUID order (an attempt's other tag answered later), so the
+        # installed list (kept in the order its rows were stored) is not that order.
+        self._by_position = sorted(state.installed, key=_suid)
 
-    def handle(self, delivery: TagDelivery, now: datetime) -> TagResolution:
-        s = self.state
-        if delivery.suid in s.tombstones:
-            return self._answer(delivery, now, "ABSENT_AND_IRREVOCABLY_FENCED")
+    def handle(self, delivery: TagDelivery) -> TagResolution:
+        """A two-phase delivery: vote on a PREPARE, or carry out the ledger's decision."""
+        answer = self.terminal_answer(delivery)
+        if answer is not None:
+            return answer
+        if delivery.action == "PREPARE":
+            return self.prepare(delivery)
+        if delivery.action == "FENCE":
+            return self.fence(delivery, delivery.fence_epoch or 0)
+        return self.install(delivery)
+
+    def terminal_answer(self, delivery: TagDelivery) -> TagResolution | None:
+        """The evidence again, when the target is installed or tombstoned already."""
+        if delivery.suid in self.state.tombstones:
+            return self._answer(delivery, "ABSENT_AND_IRREVOCABLY_FENCED")
         installed = self._installed_by_suid.get(delivery.suid)
         if installed is not None:
             return self._answer(
-                delivery, now, "INSTALLED_AND_COVERED", digest=installed.obligation_digest
+                delivery, "INSTALLED_AND_COVERED", digest=installed.obligation_digest
             )
-        if delivery.action == "PREPARE":
-            return self._prepare(delivery, now)
-        if delivery.action == "FENCE":
-            s.reservations.pop(delivery.suid, None)
-            s.tombstones[delivery.suid] = delivery.fence_epoch or 0
-            return self._answer(delivery, now, "ABSENT_AND_IRREVOCABLY_FENCED")
-        return self._install(delivery, now)
+        return None
 
-    def _install(self, delivery: TagDelivery, now: datetime) -> TagResolution:
+    def fence(
+        self,
+        delivery: TagDelivery,
+        epoch: int,
+        rejection: ErrorInfo | None = None,
+    ) -> TagResolution:
+        """Drop the reservation and leave a tombstone: the target can never install."""
+        s = self.state
+        s.reservations.pop(delivery.suid, None)
+        s.tombstones[delivery.suid] = epoch
+        return self._answer(delivery, "ABSENT_AND_IRREVOCABLY_FENCED", rejection=rejection)
+
+    def install(self, delivery: TagDelivery) -> TagResolution:
         s = self.state
         reservation = s.reservations.pop(delivery.suid, None)
         if reservation is None:
@@ -121,32 +144,30 @@ class TagTable:
             event = reservation.installed()
             s.installed.append(event)
             self._installed_by_suid[event.suid] = event
+            insort(self._by_position, event, key=_suid)
             s.head = max(s.head or reservation.suid, reservation.suid)
-        return self._answer(
-            delivery, now, "INSTALLED_AND_COVERED", digest=reservation.obligation_digest
-        )
+        return self._answer(delivery, "INSTALLED_AND_COVERED", digest=reservation.obligation_digest)
 
-    def _prepare(self, delivery: TagDelivery, now: datetime) -> TagResolution:
+    def prepare(self, delivery: TagDelivery) -> TagResolution:
+        """Check the condition and the writer epoch; reserve and vote PREPARED, or REJECTED."""
         s = self.state
         if delivery.suid in s.reservations:
-            return self._answer(delivery, now, "PREPARED")
+            return self._answer(delivery, "PREPARED")
         if delivery.writer_epoch < s.writer_epoch:
             return self._reject(
                 delivery,
-                now,
                 "stale_fence",
                 f"writer epoch {delivery.writer_epoch} is older than {s.writer_epoch} at {s.tag}",
                 {"writerEpoch": delivery.writer_epoch, "current": s.writer_epoch},
             )
         event = delivery.event
         if event is None:
-            return self._reject(delivery, now, "invalid_delivery", "PREPARE without its event", {})
+            return self._reject(delivery, "invalid_delivery", "PREPARE without its event", {})
         conflict = self._conflict(delivery)
         if conflict is not None:
             pending = conflict.suid in s.reservations
             return self._reject(
                 delivery,
-                now,
                 "append_condition_failed",
                 f"an event matching the condition {'is pending' if pending else 'exists'} "
                 f"at tag {s.tag}",
@@ -162,9 +183,7 @@ class TagTable:
             obligation_digest=obligation_digest(event),
             check_only=s.tag not in event.tags,
         )
-        if delivery.sole_target:  # nobody else votes: the check is the decision
-            return self._install(delivery, now)
-        return self._answer(delivery, now, "PREPARED")
+        return self._answer(delivery, "PREPARED")
 
     def _conflict(self, delivery: TagDelivery) -> InstalledEvent | None:
         condition = delivery.condition
@@ -178,7 +197,7 @@ class TagTable:
             return any(_matches(item, event) for item in items)
 
         after = condition.after
-        for installed in reversed(self.state.installed):
+        for installed in reversed(self._by_position):
             if after is not None and installed.suid <= after:
                 break
             if hit(installed):
@@ -195,18 +214,16 @@ class TagTable:
     def _reject(
         self,
         delivery: TagDelivery,
-        now: datetime,
         code: str,
         message: str,
         details: dict[str, object],
     ) -> TagResolution:
         error = ErrorInfo(code=code, message=message, details_json=json.dumps(details))
-        return self._answer(delivery, now, "REJECTED", rejection=error)
+        return self._answer(delivery, "REJECTED", rejection=error)
 
     def _answer(
         self,
         delivery: TagDelivery,
-        now: datetime,
         status: ResolutionStatus,
         digest: str | None = None,
         rejection: ErrorInfo | None = None,
@@ -217,8 +234,11 @@ class TagTable:
             obligation_digest=digest,
             tombstone_epoch=self.state.tombstones.get(delivery.suid),
             rejection=rejection,
-            observed_at=now,
         )
+
+
+def _suid(event: InstalledEvent) -> str:
+    return event.suid
 
 
 def _matches(item: QueryItem, event: InstalledEvent) -> bool:

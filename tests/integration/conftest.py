@@ -14,10 +14,14 @@ from streams.settings import DcbSettings
 from tests.integration.workers import WorkerProcess
 
 
-@pytest.fixture
-def pipeline_settings(settings: DcbSettings) -> DcbSettings:
-    ensure_topics(clients.admin(settings.resolved_bootstrap_servers), topic_specs(settings.topics))
-    return settings
+@pytest.fixture(params=["service", "tag"])
+def pipeline_settings(settings: DcbSettings, request: pytest.FixtureRequest) -> DcbSettings:
+    """The topics of a test's prefix, with each tag placement: ``service`` (every commit
+    one-phase) and ``tag`` (attempts spanning tag partitions commit in two phases)."""
+    topics = settings.topics.model_copy(update={"tag_placement": request.param})
+    placed = settings.model_copy(update={"topics": topics})
+    ensure_topics(clients.admin(placed.resolved_bootstrap_servers), topic_specs(placed.topics))
+    return placed
 
 
 @pytest.fixture

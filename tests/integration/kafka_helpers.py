@@ -6,8 +6,8 @@ import time
 import uuid
 from collections.abc import Iterable
 
-from confluent_kafka import KafkaException, Message, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import IsolationLevel, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import NewTopic, OffsetSpec
 
 from streams.kafka import clients
 
@@ -33,6 +33,17 @@ def produce_all(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None
         )
     assert producer.flush(30) == 0, "records were not delivered"
     assert not errors, errors
+
+
+def records_on(bootstrap: str, topic: str) -> int:
+    """How many records (and transaction markers) a topic holds: its high watermarks."""
+    admin = clients.admin(bootstrap)
+    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    futures = admin.list_offsets(
+        {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions},
+        isolation_level=IsolationLevel.READ_UNCOMMITTED,
+    )
+    return sum(f.result().offset for f in futures.values())
 
 
 def read_all(

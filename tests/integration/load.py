@@ -1,16 +1,29 @@
-"""Concurrent writers for the crash tests: each appends distinct events and keeps score."""
+"""The conditional workload of the crash tests: concurrent course subscriptions, tracked.
+
+Writers run the DCB course example the way an application does (read the course's and
+the student's events, decide, append under the condition, read again after a conflict),
+over one or several services. Every append is recorded with its attempt id and when it
+was sent and answered, so a test can show that the fault it injected landed while work
+was in flight, and an oracle can compare the log with what was acknowledged.
+"""
 
 from __future__ import annotations
 
+import json
+import random
 import threading
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from streams.errors import AnswerTimeoutError, ReservationExpiredError
-from streams.model.records import EventData
-from streams.sdk import DcbClient
+from streams.errors import AnswerTimeoutError, AppendConditionFailed, ReservationExpiredError
+from streams.model.records import AppendCondition, EventData, QueryItem
+from streams.sdk import DcbClient, Query
+
+CAPACITY = 5  # seats per course
+LIMIT = 3  # courses per student
 
 
 def registered(name: str, *extra_tags: str) -> EventData:
@@ -23,65 +36,142 @@ def registered(name: str, *extra_tags: str) -> EventData:
     )
 
 
-class Writers:
-    """``writers`` threads appending ``per_writer`` events each, spread over ``clients``.
+def subscription(student: str, course: str) -> EventData:
+    return EventData(
+        event_id=str(uuid.uuid4()),
+        event_type="StudentSubscribed",
+        payload=json.dumps({"student": student, "course": course}),
+        tags=[f"course:{course}", f"student:{student}"],
+        timestamp=datetime.now(UTC),
+    )
 
-    An attempt fenced after the grace window (a stall across a crash) is retry-safe and
-    never written; it is counted apart, so a test can check it is not in the log. So is an
-    attempt never answered: faust can drop a command when its partition moves
-    (ARCHITECTURE.md, "Known and not fixed") — a loss of liveness, not of safety, which
-    ``check_log`` still checks: such an attempt must not be in the log either.
-    """
 
-    def __init__(self, clients: Sequence[DcbClient], writers: int, per_writer: int) -> None:
-        self.clients, self.total = clients, writers * per_writer
-        self.acknowledged: dict[str, list[tuple[str, str]]] = {c.service_id: [] for c in clients}
-        self.fenced: set[str] = set()
-        self.unanswered: set[str] = set()
+@dataclass
+class Append:
+    """One append call: its attempt, when it was sent and answered, and how."""
+
+    service: str
+    attempt_id: str
+    event_ids: list[str]
+    sent: float
+    answered: float | None = None
+    outcome: str = "pending"  # committed / conflict / fenced / unanswered
+    suids: tuple[str, ...] = ()
+
+
+class Subscriptions:
+    """``writers`` threads, each subscribing students to courses until it has made
+    ``per_writer`` decisions or is told to :meth:`stop`, over the ``clients``' services
+    (each its own courses)."""
+
+    def __init__(
+        self,
+        clients: Sequence[DcbClient],
+        writers: int,
+        per_writer: int = 10_000,
+        courses: int = 10,
+        students: int = 40,
+        seed: int = 7,
+    ) -> None:
+        self.clients = list(clients)
+        self.courses = [f"c{i}" for i in range(courses)]
+        self.students = [f"s{i}" for i in range(students)]
+        self.appends: list[Append] = []
+        self.errors: list[BaseException] = []
         self._lock = threading.Lock()
+        self._stop = threading.Event()
         self._threads = [
-            threading.Thread(target=self._write, args=(n, per_writer)) for n in range(writers)
+            threading.Thread(target=self._write, args=(n, per_writer, seed), daemon=True)
+            for n in range(writers)
         ]
         for thread in self._threads:
             thread.start()
 
-    def _write(self, n: int, per_writer: int) -> None:
-        for i in range(per_writer):
-            client = self.clients[(n * 5 + i) % len(self.clients)]
-            event = registered(f"w{n}-{i}", f"writer:{n}")
-            try:
-                result = client.append([event])
-            except ReservationExpiredError:
-                with self._lock:
-                    self.fenced.add(event.event_id)
-                continue
-            except AnswerTimeoutError:
-                with self._lock:
-                    self.unanswered.add(event.event_id)
-                continue
-            with self._lock:
-                self.acknowledged[client.service_id].append((event.event_id, result.suids[0]))
-
-    @property
-    def count(self) -> int:
+    def _append(self, client: DcbClient, events: list[EventData], after: str | None) -> Append:
+        query = self._query(events[0])
+        record = Append(client.service_id, str(uuid.uuid4()), [e.event_id for e in events], 0)
         with self._lock:
-            return sum(len(a) for a in self.acknowledged.values())
+            self.appends.append(record)
+        record.sent = time.monotonic()
+        try:
+            condition = AppendCondition(fail_if_events_match=query, after=after)
+            result = client.append(events, condition, attempt_id=record.attempt_id)
+            record.outcome, record.suids = "committed", tuple(result.suids)
+        except AppendConditionFailed:
+            record.outcome = "conflict"
+        except ReservationExpiredError:
+            record.outcome = "fenced"
+        except AnswerTimeoutError:
+            record.outcome = "unanswered"
+        record.answered = time.monotonic()
+        return record
 
-    def wait_for(self, acknowledged: int) -> int:
-        while (n := self.count) < acknowledged:
+    @staticmethod
+    def _query(event: EventData) -> Query:
+        """The events the decision rests on: the course's and the student's subscriptions."""
+        return Query(QueryItem(types=["StudentSubscribed"], tags=[tag]) for tag in event.tags)
+
+    def _write(self, n: int, per_writer: int, seed: int) -> None:
+        rng = random.Random(seed * 1000 + n)
+        try:
+            for _ in range(per_writer):
+                if self._stop.is_set():
+                    return
+                client = rng.choice(self.clients)
+                student, course = rng.choice(self.students), rng.choice(self.courses)
+                self._subscribe(client, student, course)
+        except BaseException as exc:  # surfaced by check(): a writer must not die quietly
+            self.errors.append(exc)
+            raise
+
+    def _subscribe(self, client: DcbClient, student: str, course: str) -> None:
+        event = subscription(student, course)
+        for _ in range(50):
+            seen = client.read(self._query(event))
+            bodies = [json.loads(e.event.payload) for e in seen]
+            in_course = sum(b["course"] == course for b in bodies)
+            of_student = sum(b["student"] == student for b in bodies)
+            mine = any(b == {"student": student, "course": course} for b in bodies)
+            if mine or in_course >= CAPACITY or of_student >= LIMIT:
+                return
+            record = self._append(client, [subscription(student, course)], seen.head)
+            if record.outcome in ("committed", "unanswered"):
+                return
+        raise AssertionError(f"{student} never got an answer for {course}")
+
+    # --- what the tests look at ----------------------------------------------------
+
+    def committed(self) -> list[Append]:
+        with self._lock:
+            return [a for a in self.appends if a.outcome == "committed"]
+
+    def wait_for(self, committed: int, timeout_s: float = 120) -> int:
+        deadline = time.monotonic() + timeout_s
+        while (n := len(self.committed())) < committed:
+            assert not self.errors, self.errors
+            assert time.monotonic() < deadline, f"only {n} of {committed} committed"
             time.sleep(0.1)
         return n
 
-    def join(self, timeout_s: float) -> None:
-        for thread in self._threads:
-            thread.join(timeout_s)
+    def stop(self) -> None:
+        """No writer starts another decision; those under way finish."""
+        self._stop.set()
 
-    def check_log(self, service_id: str, log: Sequence[tuple[str, str]]) -> None:
-        """The service's log (event id, position) is exactly its acknowledged commits."""
-        assert self.count + len(self.fenced) + len(self.unanswered) == self.total
-        assert sorted(self.acknowledged[service_id], key=lambda a: a[1]) == list(log)
-        logged = {event_id for event_id, _ in log}
-        assert not self.fenced & logged  # fenced: never written
-        assert not self.unanswered, f"{len(self.unanswered)} attempts never answered"
-        positions = [position for _, position in log]
-        assert positions == sorted(set(positions))
+    def join(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads:
+            thread.join(max(deadline - time.monotonic(), 0))
+        assert not any(t.is_alive() for t in self._threads), "writers still running"
+        assert not self.errors, self.errors
+
+    def answered_across(self, moment: float) -> list[Append]:
+        """Appends sent before ``moment`` and answered after it: work in flight across it."""
+        with self._lock:
+            return [
+                a
+                for a in self.appends
+                if a.sent < moment and a.answered is not None and a.answered > moment
+            ]
+
+    def committed_after(self, moment: float) -> list[Append]:
+        return [a for a in self.committed() if a.answered is not None and a.answered > moment]

@@ -42,6 +42,21 @@ def test_create_twice_gives_the_same_topics(bootstrap_servers: str, topic_prefix
     assert topics[f"{topic_prefix}certificates"] == (3, "compact")
     assert topics[f"{topic_prefix}tag-deliveries"] == (5, "delete")
     assert topics[f"{topic_prefix}events"] == (3, "delete")
+    assert first.json["layout"] == second.json["layout"]
+    assert first.json["layout"] == {"tagPlacement": "SERVICE", "partitions": 3, "tagPartitions": 5}
+
+
+def test_the_layout_is_fixed_by_the_first_creation(
+    bootstrap_servers: str, topic_prefix: str
+) -> None:
+    base = ("topics", "create", "--json", "-b", bootstrap_servers, "--prefix", topic_prefix)
+    first = dcb(*base, "--tag-placement", "tag")
+    assert first.exit_code == 0, first.stderr + first.stdout
+    assert first.json["layout"]["tagPlacement"] == "TAG"
+    again = dcb(*base, "--tag-placement", "service")
+    assert again.exit_code == 1
+    assert again.json["error"]["code"] == "topic_layout_mismatch"
+    assert "tag_placement=TAG" in again.json["error"]["message"]
 
 
 def test_existing_topic_with_another_shape_is_reported_not_changed(

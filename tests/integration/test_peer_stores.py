@@ -47,7 +47,7 @@ class TestDcbStreams(PeerStoreContract):
         settings = DcbSettings(
             bootstrap_servers=bootstrap_servers,
             topics=TopicSettings(prefix=prefix, partitions=3, tag_partitions=3),
-            worker=WorkerSettings(app_id=f"{prefix}worker", data_dir=folder / "worker"),
+            worker=WorkerSettings(app_id=f"{prefix}worker"),
         )
         ensure_topics(clients.admin(bootstrap_servers), topic_specs(settings.topics))
         with DcbStreams(settings, folder / "worker.log") as system:

@@ -8,7 +8,7 @@ import os
 import random
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import get_args
 
 import pytest
 from hypothesis import given
@@ -17,18 +17,23 @@ from hypothesis import strategies as st
 from streams.bench.commit import (
     BenchPlan,
     CommitBenchReport,
+    HopBatches,
+    ScenarioBatches,
+    Window,
     bench_command,
     other_partitions,
+    placement_settings,
     worker_cost,
 )
-from streams.bench.core import CommitPathCore, CoreCost, run_core
+from streams.bench.core import CommitPathCore, run_core
 from streams.bench.cpu import CpuWindow
-from streams.bench.floor import FloorResult, steps_per_event
-from streams.bench.hops import breakdown
+from streams.bench.hops import MARKS, PATHS, breakdown
 from streams.bench.load import closed_loop
 from streams.bench.scale import Layout, ScalePlan, cost, layout_settings
 from streams.bench.stats import Measurement, ScenarioResult, percentile, ratio_to_baseline
 from streams.codec import codec_from_settings
+from streams.kafka.topic_catalog import owned, owned_prefixes
+from streams.model.records import TagDelivery, TagResolution
 from streams.settings import DcbSettings
 
 
@@ -50,19 +55,31 @@ def result(system: str, writers: int, rate: float) -> ScenarioResult:
     return ScenarioResult.of(system, writers, 1, 1, m)
 
 
-def report_of(raw: list[ScenarioResult], **fields: Any) -> CommitBenchReport:
-    """A commit report around ``raw`` with nothing else measured but ``fields``."""
-    return CommitBenchReport(
+def test_the_report_holds_each_scenarios_cost_and_batches_and_nothing_of_the_floor() -> None:
+    dcb = result("dcb", 64, 100).model_copy(update={"placement": "service"})
+    report = CommitBenchReport(
         started_at=datetime.now(UTC),
         machine={},
         settings={},
         plan=BenchPlan(),
-        raw=raw,
-        dcb=fields.pop("dcb", []),
-        ratios={},
-        hops=[],
-        **fields,
+        raw=[result("raw", 8, 1000), result("raw", 64, 5200)],
+        dcb=[dcb],
+        worker=[worker_cost(dcb, cpu_s=9.0, measure_s=10)],
+        batches=[ScenarioBatches(scenario=dcb.key, hops=[HopBatches.of("allocations", [4, 8])])],
     )
+    busiest = report.busiest_raw()
+    assert busiest is not None and busiest.writers == 64
+    written = json.loads(report.model_dump_json())
+    assert written["worker"][0] == {"scenario": dcb.key, "cores": 0.9, "cpu_us_per_event": 9000}
+    assert written["batches"][0]["hops"][0] == {
+        "hop": "allocations",
+        "records": 2,
+        "p50": 4,
+        "p90": 8,
+        "max": 8,
+    }
+    assert written["dcb"][0]["placement"] == "service"
+    assert {"floor", "floor_wide", "ceilings"}.isdisjoint(written)
 
 
 def test_ratio_compares_same_writer_counts() -> None:
@@ -71,129 +88,147 @@ def test_ratio_compares_same_writer_counts() -> None:
     assert ratio_to_baseline(result("dcb", 64, 100), raw) is None
 
 
-def test_plan_runs_every_combination_once() -> None:
+def test_plan_runs_every_combination_once_per_placement() -> None:
     plan = BenchPlan(writers=[1, 8], tags=[1, 3], services=[1, 100], warmup_s=1, measure_s=2)
     combos = list(plan.scenarios())
     assert len(combos) == len(set(combos)) == 8
+    assert plan.placements == ["service", "tag"]
     assert plan.traced() == [(8, 1, 1), (8, 3, 1)]
-    # + the raw baseline per writer count + traces + one warm pass per system
-    assert plan.seconds == (8 + 2 + 2) * 3 + 2 * plan.warm_pass_s + plan.floor_s
-    assert BenchPlan(floor_steps=0).floor_s == 0
-    assert BenchPlan(floor_outputs=1).floor_s * 2 == plan.floor_s  # no second pass
+    # per placement its scenarios and traces, + the raw baseline per writer count; a warm
+    # pass for raw and for each placement
+    assert plan.seconds == (2 * (8 + 2) + 2) * 3 + 3 * plan.warm_pass_s
+    one = plan.model_copy(update={"placements": ["tag"]})
+    assert one.seconds == (8 + 2 + 2) * 3 + 2 * plan.warm_pass_s
 
 
-def test_a_one_tag_event_takes_three_steps_and_each_more_tag_four() -> None:
-    assert [steps_per_event(tags) for tags in (1, 2, 3)] == [3, 9, 13]
+def test_a_dcb_result_is_keyed_and_labelled_by_its_placement() -> None:
+    m = Measurement(completed=10, failed=0, window_s=1, latencies_ms=[1.0])
+    placed = ScenarioResult.of("dcb", 64, 1, 1, m, "service")
+    assert placed.key == "w64-t1-s1-service"
+    assert placed.label == "dcb, 1 tag, 1 service(s), service placement"
+    assert result("raw", 64, 10).key == "w64-t1-s1"  # the baseline has none
 
 
-def test_the_floor_caps_each_tag_count_beside_raw_at_the_most_writers() -> None:
-    floor = FloorResult(steps=100, outputs_per_step=1, steps_per_s=2600, cpu_us_per_step=380)
-    assert floor.events_per_s_ceiling(3) == 200
-    report = report_of(
-        [result("raw", 8, 1000), result("raw", 64, 5200)],
-        floor=floor,
-        dcb=[result("dcb", 64, 100).model_copy(update={"tags": tags}) for tags in (1, 3)],
+def test_each_placement_gets_topics_and_a_worker_group_of_its_own() -> None:
+    base = DcbSettings(topics={"prefix": "dcb-bench-ab12."}, worker={"app_id": "dcb-bench-w"})
+    service, tag = placement_settings(base, "service"), placement_settings(base, "tag")
+    assert (service.topics.tag_placement, tag.topics.tag_placement) == ("service", "tag")
+    assert service.topics.prefix != tag.topics.prefix
+    assert service.worker.app_id != tag.worker.app_id
+    for placed in (service, tag):  # the run's cleanup deletes them with its own
+        assert all(owned(p, owned_prefixes(base)) for p in owned_prefixes(placed))
+        assert placed.topics.partitions == base.topics.partitions
+
+
+def test_worker_cost_is_cpu_per_committed_event() -> None:
+    three_tags = result("dcb", 8, 50).model_copy(update={"tags": 3, "placement": "tag"})
+    cost = worker_cost(three_tags, cpu_s=8.125, measure_s=10)  # 500 events
+    assert (cost.scenario, cost.cores) == ("w8-t3-s1-tag", 0.81)
+    assert cost.cpu_us_per_event == 16250.0
+    idle = worker_cost(result("dcb", 1, 0), cpu_s=0.5, measure_s=10)
+    assert (idle.cores, idle.cpu_us_per_event) == (0.05, None)
+
+
+def test_batch_sizes_are_items_per_record_or_nothing() -> None:
+    sizes = HopBatches.of("tag-deliveries", [1, 2, 3, 10, 2])
+    assert (sizes.records, sizes.p50, sizes.p90, sizes.max) == (5, 2, 10, 10)
+    empty = HopBatches.of("allocations", [])
+    assert (empty.records, empty.p50, empty.p90, empty.max) == (0, None, None, None)
+
+
+def test_a_window_notes_its_wall_clock_ends_and_the_cpu_spent() -> None:
+    window = Window([os.getpid()])
+    before = time.time() * 1000
+    window(True)
+    deadline = time.process_time() + 0.1
+    while time.process_time() < deadline:
+        pass
+    window(False)
+    assert before <= window.opened_ms < window.closed_ms <= time.time() * 1000
+    assert window.cpu.spent["worker"] >= 0.05
+
+
+def _placed(placement: str) -> DcbSettings:
+    base = DcbSettings()
+    return base.model_copy(
+        update={"topics": base.topics.model_copy(update={"tag_placement": placement})}
     )
-    summary = report.floor_summary()
-    assert summary is not None
-    assert "2600 steps/s, 380 us CPU per step" in summary
-    assert "1 tag(s): 3 steps, 867/s, 17% of raw" in summary
-    assert "3 tag(s): 13 steps, 200/s, 4% of raw" in summary
-    assert "per further output" not in summary
-    wide = FloorResult(steps=100, outputs_per_step=4, steps_per_s=1300, cpu_us_per_step=500)
-    widened = report.model_copy(update={"floor_wide": wide}).floor_summary()
-    assert widened is not None and widened.startswith(summary)
-    assert "with 4 outputs per step 500 us CPU per step: 40 us per further output" in widened
-    assert report.model_copy(update={"floor": None}).floor_summary() is None
 
 
-def test_the_design_ceiling_prices_each_record_a_step_sends_and_its_own_code() -> None:
-    floor = FloorResult(steps=100, outputs_per_step=1, steps_per_s=4000, cpu_us_per_step=250)
-    wide = FloorResult(steps=100, outputs_per_step=4, steps_per_s=3000, cpu_us_per_step=310)
-    core = [
-        CoreCost(
-            tags=1,
-            events=10,
-            us_per_event=300,
-            us_per_step=100,
-            records_per_step=4.0,
-            certain_records_per_step=3.0,  # only these are priced
-        ),
-        CoreCost(
-            tags=3,
-            events=10,
-            us_per_event=780,
-            us_per_step=60,
-            records_per_step=3.0,
-            certain_records_per_step=0.5,
-        ),
-    ]
-    report = report_of(
-        [result("raw", 8, 1000), result("raw", 64, 4000)], floor=floor, floor_wide=wide, core=core
-    )
-    assert report.per_further_record_us() == 20  # (310 - 250) us over 3 more outputs
-    one, three = report.ceilings
-    # 250 + 2 further certain records x 20 + 100 of own code = 390 us, 3 steps: 1,170 us
-    assert (one.tags, one.steps_per_event, one.us_per_step) == (1, 3, 390.0)
-    assert (one.events_per_s, one.of_raw) == (854.7, 0.214)  # beside raw at 64 writers
-    # fewer records than the floor's one are not a saving: 250 + 60 = 310 us, 13 steps
-    assert (three.us_per_step, three.events_per_s) == (310.0, 248.1)
-    assert json.loads(report.model_dump_json())["ceilings"][0]["events_per_s"] == 854.7
-    assert report.model_copy(update={"floor_wide": None}).ceilings == []
-    assert report.model_copy(update={"raw": []}).ceilings[0].of_raw is None
-
-
-def test_worker_cost_is_cpu_per_agent_step_beside_the_floor() -> None:
-    floor = FloorResult(steps=100, outputs_per_step=1, steps_per_s=2600, cpu_us_per_step=250)
-    three_tags = result("dcb", 8, 50).model_copy(update={"tags": 3})  # 500 events, 13 steps each
-    cost = worker_cost(three_tags, cpu_s=8.125, measure_s=10, floor=floor)
-    assert (cost.scenario, cost.cores) == ("w8-t3-s1", 0.81)
-    assert cost.cpu_us_per_step == 1250.0  # 8.125 s over 6,500 steps
-    assert cost.times_floor == 5.0
-    one_tag = worker_cost(result("dcb", 64, 200), cpu_s=6.0, measure_s=10, floor=None)
-    assert (one_tag.cpu_us_per_step, one_tag.times_floor) == (1000.0, None)  # 2,000 x 3 steps
-    idle = worker_cost(result("dcb", 1, 0), cpu_s=0.5, measure_s=10, floor=floor)
-    assert (idle.cpu_us_per_step, idle.times_floor) == (None, None)
-    core = CoreCost(
-        tags=3,
-        events=10,
-        us_per_event=1300,
-        us_per_step=100,
-        records_per_step=3,
-        certain_records_per_step=1.6,
-    )
-    shared = worker_cost(three_tags, cpu_s=8.125, measure_s=10, floor=floor, core=core)
-    assert shared.core_share == 0.08  # 100 of 1,250 us per step
-    assert worker_cost(result("dcb", 1, 0), cpu_s=0.5, measure_s=10, floor=None, core=core) == idle
-
-
-@pytest.mark.parametrize("tags", [1, 3])
-def test_the_core_bench_runs_every_step_of_the_commit_path(tags: int) -> None:
-    """Its commands are committed whole, as through the worker: certified, answered, and
-    installed at each of their tags."""
-    codec = codec_from_settings(DcbSettings())
+@pytest.mark.parametrize(("placement", "tags"), [("service", 1), ("service", 3), ("tag", 3)])
+def test_the_core_bench_commits_every_command_through_the_real_processors(
+    placement: str, tags: int
+) -> None:
+    """Certified, answered, and installed at each of their tags, as through the worker."""
+    settings = _placed(placement)
+    codec = codec_from_settings(settings)
     rng = random.Random(1)
     commands = [bench_command(rng, tags) for _ in range(5)]
-    core = CommitPathCore(codec)
-    for command in commands:
-        core.commit(codec.encode(command.schema_name, command.to_avro()))
-    state = core.ledger.state
+    core = CommitPathCore(settings, codec)
+    core.commit([(c.service_id, codec.encode(c.schema_name, c.to_avro())) for c in commands])
+    assert len(core.answers) == 5
+    (ledgers,) = [ledgers for ledgers in core.ledger.ledgers.values() if ledgers]
+    state = ledgers["bench"].state
     assert state.attempts == {} and state.closed_prefix == state.watermark is not None
+    installed = {
+        (table.state.tag, e.event_id)
+        for live in core.tags.live.values()
+        for table, _ in live.values()
+        for e in table.state.installed
+    }
     for command in commands:
         assert command.commit is not None
         (event,) = command.commit.events
-        for tag in event.tags:
-            assert event.event_id in [e.event_id for e in core.tables[tag].state.installed]
-    cost = run_core(codec, tags, [codec.encode(c.schema_name, c.to_avro()) for c in commands])
-    assert cost.events == 5
-    # One tag: the command (attempt row, header, allocation, delivery), the tag (header,
-    # installed row, evidence), the evidence (attempt row removed, header, completed row,
-    # event, answer): 12 records over 3 steps, 9 without the headers. Three tags: 39 over
-    # 13 steps; 21 without the headers and the attempt row's rewrites by the votes and
-    # the evidence.
-    assert cost.records_per_step == {1: 4.0, 3: 3.0}[tags]
-    assert cost.certain_records_per_step == {1: 3.0, 3: round(21 / 13, 3)}[tags]
-    assert cost.us_per_step * steps_per_event(tags) == pytest.approx(cost.us_per_event, rel=1e-3)
+        assert {(tag, event.event_id) for tag in event.tags} <= installed
+
+
+@pytest.mark.parametrize(("placement", "tags"), [("service", 1), ("service", 3), ("tag", 1)])
+def test_a_one_phase_commit_sends_six_records_and_batches_share_them(
+    placement: str, tags: int
+) -> None:
+    """Alone, an event's commit sends an allocation, a delivery, a resolution, the event,
+    the answer and a certificate, and writes the ledger's header and the attempt's row,
+    each tag's header and installed row, then the header again, the row's tombstone and
+    the finished attempt, and the header once more with the certificate (a round later).
+    A round of many shares the headers and the batch records."""
+    settings = _placed(placement)
+    codec = codec_from_settings(settings)
+    rng = random.Random(2)
+    commands = [bench_command(rng, tags) for _ in range(128)]
+    alone, batched = (run_core(settings, codec, commands, tags, n) for n in (1, 64))
+    assert (alone.placement, alone.tags, alone.batch, alone.events) == (placement, tags, 1, 128)
+    assert alone.outputs_per_event == 6
+    assert alone.writes_per_event == 2 + 2 * tags + 4
+    assert batched.batch == 64
+    assert batched.outputs_per_event < 3  # the events and answers, a few batch records
+    assert batched.writes_per_event < alone.writes_per_event
+
+
+def test_a_two_phase_commit_sends_more_records_than_a_one_phase_one() -> None:
+    settings, codec = _placed("tag"), codec_from_settings(DcbSettings())
+    commands = [bench_command(random.Random(3), 3) for _ in range(20)]
+    cost = run_core(settings, codec, commands, 3, 1)
+    assert cost.outputs_per_event > 6  # a vote per tag and the decision's round trip
+
+
+def test_a_round_of_many_costs_less_cpu_per_event_than_a_round_of_one() -> None:
+    settings = _placed("service")
+    codec = codec_from_settings(settings)
+    rng = random.Random(4)
+    commands = [bench_command(rng, 1) for _ in range(640)]
+    run_core(settings, codec, commands[:64], 1, 64)  # warms the caches
+    alone, batched = (run_core(settings, codec, commands, 1, n) for n in (1, 64))
+    assert 0 < batched.cpu_us_per_event <= alone.cpu_us_per_event  # about half here
+
+
+def test_a_command_the_processors_refuse_fails_the_core_bench() -> None:
+    settings = _placed("service")
+    codec = codec_from_settings(settings)
+    command = bench_command(random.Random(5), 1)
+    assert command.commit is not None
+    empty = command.model_copy(update={"commit": command.commit.model_copy(update={"events": []})})
+    with pytest.raises(RuntimeError, match="dead-lettered"):
+        run_core(settings, codec, [empty], 1, 1)
 
 
 def test_only_planned_scenarios_get_a_traced_pass() -> None:
@@ -231,8 +266,8 @@ def test_closed_loop_counts_only_the_window() -> None:
 
 
 def test_hop_breakdown_follows_the_path_most_attempts_took() -> None:
-    one = {"sent": 0, "PREPARE": 10, "INSTALLED_AND_COVERED": 40, "answered": 70, "received": 75}
-    two = {**one, "PREPARED": 20, "INSTALL": 30}
+    one = {"sent": 0, "PREPARE": 10, "evidence": 40, "answered": 70, "received": 75}
+    two = {**one, "vote": 20, "decision": 30}
     unfinished = {"sent": 0, "PREPARE": 10}
     mostly_one = breakdown([one, one, two, unfinished], "8 writers")
     assert (mostly_one.path, mostly_one.attempts) == ("one-phase", 2)
@@ -242,6 +277,14 @@ def test_hop_breakdown_follows_the_path_most_attempts_took() -> None:
         "two-phase",
         [10, 10, 10, 10, 30, 5],
     )
+
+
+def test_every_delivery_action_and_resolution_status_is_a_mark_of_a_path() -> None:
+    actions = get_args(TagDelivery.model_fields["action"].annotation)
+    statuses = get_args(TagResolution.model_fields["status"].annotation)
+    assert set(MARKS) == {*actions, *statuses}
+    on_paths = {mark for order, _ in PATHS.values() for mark in order}
+    assert set(MARKS.values()) <= on_paths
 
 
 def test_the_report_counts_the_partitions_of_other_topics_only() -> None:

@@ -29,6 +29,7 @@ from streams.model.records import (
     TagResolution,
 )
 from streams.reconcile.decision import TargetOutcome, backoff_ms, plan_target
+from streams.tags import one_phase
 from streams.tags import store as tag_store
 from streams.tags.table import TagTable, TagTableState
 
@@ -59,18 +60,37 @@ def new_ledger() -> IssuanceLedger:
 
 
 class Tags:
-    """Tag tables that answer deliveries immediately."""
+    """Tag tables that answer a batch of deliveries at once, as a tag partition's step does."""
 
     def __init__(self) -> None:
         self.tables: dict[str, TagTable] = {}
 
+    def table(self, tag: str) -> TagTable:
+        return self.tables.setdefault(tag, TagTable(TagTableState(service_id="svc", tag=tag)))
+
     def answer(self, deliveries: list[TagDelivery]) -> list[TagResolution]:
-        return [
-            self.tables.setdefault(
-                d.tag, TagTable(TagTableState(service_id="svc", tag=d.tag))
-            ).handle(d, T0)
-            for d in deliveries
-        ]
+        answers: list[TagResolution] = []
+        for indexes in one_phase.steps(deliveries):
+            group = [deliveries[i] for i in indexes]
+            if one_phase.is_one_phase(group[0]):
+                answers += one_phase.decide_together([(self.table(d.tag), d) for d in group])
+            else:
+                answers.append(self.table(group[0].tag).handle(group[0]))
+        return answers
+
+
+def merge(total: Step, step: Step) -> Step:
+    total.deliveries += step.deliveries
+    total.events += step.events
+    total.results += step.results
+    total.completed += step.completed
+    total.certificate = step.certificate or total.certificate
+    return total
+
+
+def settle(ledger: IssuanceLedger, resolution: TagResolution, at: datetime = T0) -> Step:
+    """Apply one answer, then publish what the prefix covers (a batch of one)."""
+    return merge(ledger.apply_resolution(resolution, at), ledger.publish(at))
 
 
 def run(ledger: IssuanceLedger, tags: Tags, step: Step) -> Step:
@@ -81,12 +101,9 @@ def run(ledger: IssuanceLedger, tags: Tags, step: Step) -> Step:
         answers = tags.answer(pending)
         pending = []
         for answer in answers:
-            out = ledger.apply_resolution(answer, T0)
+            out = settle(ledger, answer)
             pending += out.deliveries
-            total.events += out.events
-            total.results += out.results
-            total.completed += out.completed
-            total.certificate = out.certificate or total.certificate
+            merge(total, out)
     return total
 
 
@@ -194,16 +211,52 @@ def test_a_single_target_attempt_is_decided_by_its_tag_in_one_phase() -> None:
     ledger, tags = new_ledger(), Tags()
     step = ledger.register(attempt("a1", event(1, "x")), T0)
     (prepare,) = step.deliveries
-    assert prepare.action == "PREPARE" and prepare.sole_target
+    assert prepare.action == "PREPARE" and prepare.one_phase
+    assert step.allocations[0].one_phase
     (evidence,) = tags.answer(step.deliveries)
     assert evidence.status == "INSTALLED_AND_COVERED"  # no vote, no INSTALL round trip
-    done = ledger.apply_resolution(evidence, T0)
+    done = settle(ledger, evidence)
     assert [r.outcome for r in done.results] == ["COMMITTED"]
     assert [e.event.event_id for e in done.events] == ["e1"]
     two = ledger.register(attempt("a2", event(2, "x", "y")), T0)
-    assert not any(d.sole_target for d in two.deliveries)
+    assert not any(d.one_phase for d in two.deliveries)  # x and y: partitions of their own
     guarded = ledger.register(attempt("a3", event(3, "x"), condition=unique("z")), T0)
-    assert not any(d.sole_target for d in guarded.deliveries)  # z is a second target
+    assert not any(d.one_phase for d in guarded.deliveries)  # z is a second target
+
+
+def test_targets_in_one_partition_commit_in_one_phase_all_or_none() -> None:
+    """The service placement: every tag in one partition, so every attempt is one-phase,
+    several events and tags included; a refusal at one target fences every target."""
+    state = LedgerState(service_id="svc", allocator_lineage_id="L")
+    ledger, tags = IssuanceLedger(state, GRACE, lambda tag: 0), Tags()
+    run(ledger, tags, ledger.register(attempt("a0", event(0, "course:c1")), T0))
+    both = attempt("a1", event(1, "course:c2", "student:s1"), event(2, "student:s1"))
+    ok = ledger.register(both, T0)
+    assert all(d.one_phase for d in ok.deliveries) and len(ok.deliveries) == 3
+    answers = tags.answer(ok.deliveries)
+    assert {a.status for a in answers} == {"INSTALLED_AND_COVERED"}
+    done = Step()
+    for answer in answers:
+        merge(done, settle(ledger, answer))
+    assert [r.outcome for r in done.results] == ["COMMITTED"]
+    assert len(done.events) == 2 and done.deliveries == []
+    refused = ledger.register(
+        attempt("a2", event(3, "course:c1", "student:s2"), condition=unique("course:c1")), T0
+    )
+    answers = tags.answer(refused.deliveries)
+    assert {a.status for a in answers} == {"ABSENT_AND_IRREVOCABLY_FENCED"}
+    assert {a.rejection.code for a in answers if a.rejection} == {"append_condition_failed"}
+    first = settle(ledger, answers[0])  # answered at once, with the reason
+    (result,) = first.results
+    assert result.outcome == "REJECTED" and result.error is not None
+    assert result.error.code == "append_condition_failed"
+    rest = Step()
+    for answer in answers[1:]:
+        merge(rest, settle(ledger, answer))
+    assert rest.results == [] and rest.events == []  # settled, never answered twice
+    assert ledger.state.unresolved == {}
+    assert tags.tables["student:s2"].state.installed == []
+    assert len(tags.tables["student:s2"].state.tombstones) == 1
 
 
 def test_past_the_grace_a_one_phase_attempt_takes_whatever_its_tag_decided() -> None:
@@ -219,7 +272,7 @@ def test_past_the_grace_a_one_phase_attempt_takes_whatever_its_tag_decided() -> 
         (evidence,) = tags.answer([fence])
         done = Step()
         for resolution in [*early, evidence]:
-            done = ledger.apply_resolution(resolution, late) if not done.results else done
+            done = settle(ledger, resolution, late) if not done.results else done
         (result,) = done.results
         if installed_first:
             assert result.outcome == "COMMITTED" and evidence.status == "INSTALLED_AND_COVERED"
@@ -234,8 +287,8 @@ def test_duplicate_evidence_is_harmless_and_a_corrupt_count_is_detected() -> Non
     ledger, tags = new_ledger(), Tags()
     step = ledger.register(attempt("a1", event(1, "x")), T0)
     (terminal,) = tags.answer(step.deliveries)  # one target: installed at once
-    assert ledger.apply_resolution(terminal, T0).results
-    assert ledger.apply_resolution(terminal, T0) == Step()  # late echo at or below the prefix
+    assert settle(ledger, terminal).results
+    assert settle(ledger, terminal) == Step()  # late echo at or below the prefix
     ledger.register(attempt("a2", event(2, "x")), T0)
     ledger.state.unresolved_count += 1
     with pytest.raises(CorruptLedgerError) as info:
@@ -332,7 +385,6 @@ def delivery(action: str, suid: str, tag: str = "t", **extra: object) -> TagDeli
         "identity_digest": "d",
         "action": action,
         "writer_epoch": 0,
-        "sent_at": T0,
     }
     fields.update(extra)
     return TagDelivery(**fields)  # type: ignore[arg-type]
@@ -345,32 +397,49 @@ def suid(n: int) -> str:
 def test_tag_table_checks_conditions_after_their_position_and_pending_reservations() -> None:
     table = TagTable(TagTableState(service_id="svc", tag="t"))
     ev = event(1, "t")
-    assert table.handle(delivery("PREPARE", suid(1), event=ev), T0).status == "PREPARED"
+    assert table.handle(delivery("PREPARE", suid(1), event=ev)).status == "PREPARED"
     guarded = {"event": event(2, "t"), "condition": unique("t")}
-    pending = table.handle(delivery("PREPARE", suid(2), **guarded), T0)
+    pending = table.handle(delivery("PREPARE", suid(2), **guarded))
     assert pending.status == "REJECTED" and pending.rejection is not None
     assert json.loads(pending.rejection.details_json or "{}")["pending"] is True
-    assert table.handle(delivery("INSTALL", suid(1)), T0).status == "INSTALLED_AND_COVERED"
+    assert table.handle(delivery("INSTALL", suid(1))).status == "INSTALLED_AND_COVERED"
     assert table.state.head == suid(1)
     after_it = {"event": event(3, "t"), "condition": unique("t", after=suid(1))}
-    assert table.handle(delivery("PREPARE", suid(3), **after_it), T0).status == "PREPARED"
+    assert table.handle(delivery("PREPARE", suid(3), **after_it)).status == "PREPARED"
     before_it = {"event": event(4, "t"), "condition": unique("t", after=suid(0))}
-    assert table.handle(delivery("PREPARE", suid(4), **before_it), T0).status == "REJECTED"
+    assert table.handle(delivery("PREPARE", suid(4), **before_it)).status == "REJECTED"
+
+
+def test_a_condition_sees_events_installed_out_of_suid_order() -> None:
+    """Two-phase installs follow the ledger's decisions, not the SUIDs: the later SUID can
+    install first. A condition after the earlier one must still see the later one."""
+    table = TagTable(TagTableState(service_id="svc", tag="t"))
+    for n in (1, 2):
+        assert table.handle(delivery("PREPARE", suid(n), event=event(n, "t"))).status == "PREPARED"
+    table.handle(delivery("INSTALL", suid(2)))
+    table.handle(delivery("INSTALL", suid(1)))
+    assert [e.suid for e in table.state.installed] == [suid(2), suid(1)]
+    check = {"event": event(3, "t"), "condition": unique("t", after=suid(1))}
+    refused = table.handle(delivery("PREPARE", suid(3), **check))
+    assert refused.status == "REJECTED" and refused.rejection is not None
+    assert json.loads(refused.rejection.details_json or "{}")["conflictingSuid"] == suid(2)
+    restored = TagTable(TagTableState.model_validate(table.state.model_dump()))
+    assert restored.handle(delivery("PREPARE", suid(4), **check)).status == "REJECTED"
 
 
 def test_tag_table_refuses_stale_epochs_and_honours_tombstones_forever() -> None:
     table = TagTable(TagTableState(service_id="svc", tag="t"))
-    assert table.handle(delivery("PREPARE", suid(1), event=event(1, "t"), writer_epoch=5), T0)
-    stale = table.handle(delivery("PREPARE", suid(2), event=event(2, "t"), writer_epoch=4), T0)
+    assert table.handle(delivery("PREPARE", suid(1), event=event(1, "t"), writer_epoch=5))
+    stale = table.handle(delivery("PREPARE", suid(2), event=event(2, "t"), writer_epoch=4))
     assert stale.rejection is not None and stale.rejection.code == "stale_fence"
-    fenced = table.handle(delivery("FENCE", suid(1), fence_epoch=7), T0)
+    fenced = table.handle(delivery("FENCE", suid(1), fence_epoch=7))
     assert (fenced.status, fenced.tombstone_epoch) == ("ABSENT_AND_IRREVOCABLY_FENCED", 7)
     for action in ("PREPARE", "INSTALL", "FENCE"):
-        again = table.handle(delivery(action, suid(1), event=event(1, "t"), writer_epoch=9), T0)
+        again = table.handle(delivery(action, suid(1), event=event(1, "t"), writer_epoch=9))
         assert again.status == "ABSENT_AND_IRREVOCABLY_FENCED"
     assert table.state.installed == []
     with pytest.raises(TagProtocolError):
-        table.handle(delivery("INSTALL", suid(3)), T0)
+        table.handle(delivery("INSTALL", suid(3)))
 
 
 def test_a_guard_tag_the_event_does_not_carry_is_checked_but_never_installed() -> None:
@@ -400,7 +469,7 @@ def test_a_tag_step_stores_its_header_and_only_the_event_it_installed() -> None:
         ev = event(n, "t")
         for action in ("PREPARE", "INSTALL"):
             before = len(table.state.installed)
-            table.handle(delivery(action, suid(n), event=ev), T0)
+            table.handle(delivery(action, suid(n), event=ev))
             writes = tag_store.writes_for(table.state, key, before)
             assert len(writes.installed) == (action == "INSTALL")
             rows.update(writes.installed)
@@ -410,7 +479,7 @@ def test_a_tag_step_stores_its_header_and_only_the_event_it_installed() -> None:
     assert restored == table.state and len(restored.installed) == 500
     again = TagTable(restored)  # redeliveries after a restore get the same answers
     for n in (1, 250, 500):
-        answer = again.handle(delivery("INSTALL", suid(n)), T0)
+        answer = again.handle(delivery("INSTALL", suid(n)))
         digest = table.state.installed[n - 1].obligation_digest
         assert (answer.status, answer.obligation_digest) == ("INSTALLED_AND_COVERED", digest)
     del rows[tag_store.installed_key(key, 250)]
@@ -426,7 +495,8 @@ def test_installed_events_are_slotted_and_share_their_type_and_tag_strings() -> 
     for n in (1, 2):
         tag, kind = "".join(["course:", "c1"]), "".join(["Student", "Subscribed"])  # new str
         ev = event(n, tag, event_type=kind)
-        table.handle(delivery("PREPARE", suid(n), tag=tag, event=ev, sole_target=True), T0)
+        table.handle(delivery("PREPARE", suid(n), tag=tag, event=ev))
+        table.handle(delivery("INSTALL", suid(n), tag=tag))
         writes = tag_store.writes_for(table.state, key, n - 1)
         rows.update(writes.installed)
     restored = tag_store.restore(key, writes.header, rows.get)
@@ -439,13 +509,13 @@ def test_installed_events_are_slotted_and_share_their_type_and_tag_strings() -> 
 def test_a_whole_tag_table_of_the_earlier_layout_restores_whole_then_is_stored_in_rows() -> None:
     table, key = TagTable(TagTableState(service_id="svc", tag="t")), "svc\x1ft"
     for n in (1, 2):
-        table.handle(delivery("PREPARE", suid(n), event=event(n, "t")), T0)
-        table.handle(delivery("INSTALL", suid(n)), T0)
+        table.handle(delivery("PREPARE", suid(n), event=event(n, "t")))
+        table.handle(delivery("INSTALL", suid(n)))
     legacy = table.state.model_dump_json().encode()  # how tag-tables held it before
     restored = TagTable(tag_store.restore(key, legacy, {}.get))
     assert restored.state == table.state
     guarded = {"event": event(3, "t"), "condition": unique("t", after=suid(1))}
-    assert restored.handle(delivery("PREPARE", suid(3), **guarded), T0).status == "REJECTED"
+    assert restored.handle(delivery("PREPARE", suid(3), **guarded)).status == "REJECTED"
     writes = tag_store.writes_for(restored.state, key, tag_store.rows_stored(legacy))
     assert sorted(writes.installed) == [tag_store.installed_key(key, i) for i in (0, 1)]
     assert tag_store.restore(key, writes.header, writes.installed.get) == restored.state

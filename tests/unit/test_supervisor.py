@@ -16,7 +16,7 @@ from streams.infra.supervisor import EXIT_RESTART, EXIT_USAGE, should_restart, s
 def test_which_exits_restart() -> None:
     assert should_restart(EXIT_RESTART)
     assert should_restart(-signal.SIGKILL)
-    assert should_restart(1)  # a faust app that crashed
+    assert should_restart(1)  # a worker that crashed
     assert should_restart(0)  # a worker never ends by itself
     assert not should_restart(EXIT_USAGE)
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from streams.codec import SchemaCatalog
-from streams.kafka.faust_app import changelog_layouts
-from streams.kafka.topic_catalog import TopicRole, key_partition, topic_specs
+from streams.codec import AvroCodec, SchemaCatalog
+from streams.kafka.partitioner import key_partition
+from streams.kafka.topic_catalog import (
+    TopicRole,
+    ledger_partition,
+    tag_partition,
+    topic_specs,
+)
 from streams.settings import DcbSettings, TopicSettings, WorkerSettings
-from streams.worker import build_worker
+from streams.worker import build_processors, changelog_layouts
 
 
 def test_every_topic_of_the_design_with_its_policy_and_schema() -> None:
@@ -24,6 +27,7 @@ def test_every_topic_of_the_design_with_its_policy_and_schema() -> None:
         "x.certificates",
         "x.commit-results",
         "x.dead-letters",
+        "x.layout",
     ]
     assert {r for r, s in specs.items() if s.cleanup_policy == "compact"} == {
         TopicRole.CERTIFICATES
@@ -39,6 +43,8 @@ def test_every_topic_of_the_design_with_its_policy_and_schema() -> None:
     ]
     assert {specs[r].partitions for r in ledger_side} == {4}
     assert specs[TopicRole.TAG_DELIVERIES].partitions == 16
+    assert specs[TopicRole.LAYOUT].partitions == 1
+    assert specs[TopicRole.LAYOUT].config()["retention.ms"] == "-1"  # kept with the topics
     catalog = SchemaCatalog()
     assert all(catalog.has(s.schema_name) for s in specs.values())
 
@@ -59,20 +65,29 @@ def test_key_partition_is_kafkas_default_partitioner() -> None:
     assert {key_partition(f"svc-{i}".encode(), 6) for i in range(100)} == set(range(6))
 
 
-def test_the_worker_creates_its_tables_changelogs_itself_partitioned_like_their_sources(
-    tmp_path: Path,
-) -> None:
+def test_the_worker_creates_its_tables_changelogs_itself_partitioned_like_their_sources() -> None:
     settings = DcbSettings(
-        bootstrap_servers="127.0.0.1:1",  # never contacted: the app is only built
         topics=TopicSettings(prefix="x.", partitions=4, tag_partitions=16, replication_factor=1),
-        worker=WorkerSettings(app_id="w", data_dir=tmp_path),
+        worker=WorkerSettings(app_id="w"),
     )
-    layouts = {t.name: t for t in changelog_layouts(build_worker(settings), 1)}
+    processors = build_processors(settings, AvroCodec(SchemaCatalog()))
+    layouts = {t.name: t for t in changelog_layouts(processors, settings)}
     assert {name: t.partitions for name, t in layouts.items()} == {
-        "w-ledgers-changelog": 4,
-        "w-inflight-changelog": 4,
-        "w-attempts-changelog": 4,
-        "w-tag-tables-changelog": 16,
-        "w-tag-installed-changelog": 16,
+        "w-ledger-changelog": 4,  # the tables ledgers, inflight, attempts
+        "w-tags-changelog": 16,  # the tables tag-tables, tag-installed
     }
     assert {t.cleanup_policy for t in layouts.values()} == {"compact"}
+
+
+def test_the_tag_placement_puts_a_services_tags_in_one_partition_or_spreads_them() -> None:
+    by_service = TopicSettings(partitions=6, tag_partitions=12, tag_placement="service")
+    by_tag = by_service.model_copy(update={"tag_placement": "tag"})
+    tags = [f"course:c{i}" for i in range(50)]
+    for service in ("shop", "billing", "svc-7"):
+        assert {tag_partition(service, t, by_service) for t in tags} == {
+            key_partition(service.encode(), 12)
+        }
+        assert len({tag_partition(service, t, by_tag) for t in tags}) > 6
+        assert ledger_partition(service, by_tag) == key_partition(service.encode(), 6)
+    # services spread over the tag partitions with the service placement
+    assert {tag_partition(f"s{i}", "t", by_service) for i in range(200)} == set(range(12))

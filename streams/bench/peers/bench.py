@@ -28,7 +28,7 @@ DIAGNOSED_WRITERS = 8
 
 
 class PeerPlan(BaseModel):
-    writers: list[int] = Field(default_factory=lambda: [1, 8, 64])
+    writers: list[int] = Field(default_factory=lambda: [1, 8, 64, 256])
     warmup_s: float = 5.0
     measure_s: float = 30.0
     # Per system, before its scenarios, at the most writers, not reported: a fresh

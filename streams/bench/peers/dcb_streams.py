@@ -39,12 +39,27 @@ def _sequenced(e: SequencedEvent) -> Sequenced:
 
 
 class DcbStreamsStore(PeerStore):
+    """One writer's store. A condition that names no position, on the query of this
+    writer's last read, which found nothing, gets that read's head as its ``after``, as
+    an application using the SDK would pass it: no event matched up to the head, so the
+    condition means the same."""
+
     def __init__(self, system: DcbStreams, client: DcbClient) -> None:
         self.system = system
         self.client = client
+        self._nothing_until: tuple[Query, str | None] | None = None  # query, its read's head
 
     def read(self, query: Query, after: int | None = None) -> list[Sequenced]:
-        return [_sequenced(e) for e in self.client.read(_items(query), after=_suid(after))]
+        found = self.client.read(_items(query), after=_suid(after))
+        self._nothing_until = (query, found.head) if after is None and not found else None
+        return [_sequenced(e) for e in found]
+
+    def _after(self, condition: Condition) -> str | None:
+        if condition.after is not None:
+            return _suid(condition.after)
+        if self._nothing_until is not None and self._nothing_until[0] == condition.query:
+            return self._nothing_until[1]
+        return None
 
     def append(self, events: Sequence[Event], condition: Condition | None = None) -> int:
         now = datetime.now(UTC)
@@ -62,7 +77,7 @@ class DcbStreamsStore(PeerStore):
             None
             if condition is None
             else AppendCondition(
-                fail_if_events_match=_items(condition.query), after=_suid(condition.after)
+                fail_if_events_match=_items(condition.query), after=self._after(condition)
             )
         )
         sent = datetime.now(UTC)
@@ -103,12 +118,10 @@ class DcbStreams(PeerSystem):
         return DcbStreamsStore(self, self._client)
 
     def worker_pid(self) -> int | None:
-        """The faust worker itself (the ``dcb worker`` process's supervised child)."""
-        if self._worker is None or self._worker.proc is None:
+        """The processors' process (the ``dcb worker`` process's supervised child)."""
+        if self._worker is None:
             return None
-        children = Path(f"/proc/{self._worker.proc.pid}/task/{self._worker.proc.pid}/children")
-        found = children.read_text().split() if children.exists() else []
-        return int(found[0]) if found else self._worker.proc.pid
+        return self._worker.child_pid()
 
     def server_pids(self) -> list[int]:
         pids = []

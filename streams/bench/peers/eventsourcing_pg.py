@@ -18,6 +18,10 @@ try:
 except ImportError:  # an optional extra
     es = None  # type: ignore[assignment]
 
+# The server refuses connections past its default max_connections, 100 (3 reserved): the
+# pool, and as many again in overflow, stays under it; more writers wait for a connection.
+MAX_POOL = 45
+
 
 def _query(query: Query) -> Any:
     return es.DCBQuery(
@@ -60,7 +64,7 @@ class EventsourcingPostgres(PeerSystem):
 
     def __init__(self, folder: Path, pool_size: int) -> None:
         self.server = LocalPostgres(folder)
-        self.pool_size = pool_size
+        self.pool_size = min(pool_size, MAX_POOL)
         self._datastore: Any = None
         self._recorder: Any = None
 

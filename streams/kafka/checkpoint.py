@@ -1,0 +1,231 @@
+"""One round, one transaction: what the steps sent, what they wrote, and the input offsets.
+
+This module alone commits: a round's outputs, its tables' changelog writes (the last
+per key) and the offsets its input moved go into one Kafka transaction, committed with
+the consumer group's metadata (KIP-447). A process that lost its partitions (a zombie:
+its group generation is stale) has its offsets refused, so its transaction can only
+abort; that is why every transaction carries offsets, also a round that took no input
+(a timer's, a certificate's: it sends one partition's unchanged offset).
+
+Errors follow librdkafka's classes: a retriable one is retried until the stall timeout,
+one that requires an abort aborts the round (:class:`RoundAbortedError`), and a fatal
+one (a newer producer took the transactional id) is :class:`ProducerFencedError`. The
+runtime answers all of them by exiting for a restart: the process's state holds what
+the aborted round did, and a fresh process restores what was committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from streams.codec import AvroCodec
+from streams.errors import WorkerStalledError
+from streams.kafka.changelog import Table
+from streams.model.records import AvroRecord
+
+log = logging.getLogger("streams.worker")
+T = TypeVar("T")
+
+# A batch record is split until each piece is at most this (unless one item is bigger).
+MAX_RECORD_BYTES = 1024 * 1024
+Delivered = Callable[[int, int], None]  # partition, offset of a record the broker has
+
+
+def group_member(metadata: object) -> tuple[int, str] | None:
+    """The generation and member id in librdkafka's consumer group metadata (its own
+    serialised form: ``CGMDv2:``, the generation as a little-endian int32, the group id
+    and the member id NUL-terminated), or ``None`` when it is not that form."""
+    if not isinstance(metadata, bytes) or not metadata.startswith(b"CGMDv2:"):
+        return None
+    generation = int.from_bytes(metadata[7:11], "little", signed=True)
+    parts = metadata[11:].split(b"\x00")
+    if len(parts) < 2:
+        return None
+    return generation, parts[1].decode(errors="replace")
+
+
+PHASES = ("produce", "offsets", "commit")
+
+
+class RoundAbortedError(Exception):
+    """The round's transaction was aborted; nothing of it is visible."""
+
+
+class ProducerFencedError(Exception):
+    """A newer producer took this process's transactional id; it must stop at once."""
+
+
+@dataclass
+class Output:
+    topic: str
+    key: bytes | None
+    value: bytes | None  # None: a tombstone
+    partition: int | None = None  # None: the key's partition
+    delivered: Delivered | None = None
+
+
+@dataclass
+class Round:
+    """What the steps of one round send."""
+
+    codec: AvroCodec
+    outputs: list[Output] = field(default_factory=list)
+
+    def send(
+        self,
+        topic: str,
+        key: str | None,
+        record: AvroRecord,
+        partition: int | None = None,
+        delivered: Delivered | None = None,
+    ) -> None:
+        value = self.codec.encode(record.schema_name, record.to_avro(), check=False)
+        encoded_key = None if key is None else key.encode()
+        self.outputs.append(Output(topic, encoded_key, value, partition, delivered))
+
+    def send_batch(
+        self,
+        topic: str,
+        partition: int,
+        make: Callable[[list[Any]], AvroRecord],
+        groups: Sequence[Sequence[Any]],
+    ) -> None:
+        """``make`` of every group's items as one record; when that would be larger than
+        :data:`MAX_RECORD_BYTES`, several records in order, split between groups only (a
+        group's items must reach their reader in one record)."""
+        record = make([item for group in groups for item in group])
+        value = self.codec.encode(record.schema_name, record.to_avro(), check=False)
+        if len(value) > MAX_RECORD_BYTES and len(groups) > 1:
+            half = len(groups) // 2
+            self.send_batch(topic, partition, make, groups[:half])
+            self.send_batch(topic, partition, make, groups[half:])
+            return
+        self.outputs.append(Output(topic, None, value, partition))
+
+    @property
+    def empty(self) -> bool:
+        return not self.outputs
+
+
+class Checkpoint:
+    """Commits rounds through one transactional producer, fenced by the consumer group."""
+
+    def __init__(
+        self,
+        producer: Producer,
+        consumer: Consumer,
+        tables: Sequence[Table],
+        stall_timeout_s: float,
+        fenced_after_s: float,
+    ) -> None:
+        self.producer = producer
+        self.consumer = consumer
+        self.tables = tables
+        self.stall_timeout_s = stall_timeout_s
+        self.fenced_after_s = fenced_after_s
+        self._failed: list[str] = []
+        # Seconds spent per phase of a commit, summed over rounds: where a round's time goes.
+        self.spent: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+
+    def commit(
+        self, out: Round, offsets: list[TopicPartition], started_at: float | None = None
+    ) -> None:
+        """Send the round and commit it with ``offsets``; raises :class:`RoundAbortedError`
+        (aborted, nothing visible), :class:`ProducerFencedError` or
+        :class:`~streams.errors.WorkerStalledError`. A round that began (its records were
+        taken) more than ``fenced_after_s`` ago is aborted instead."""
+        if not offsets:
+            raise ValueError("a round commits the offsets of its partitions: it has none")
+        self._failed = []
+        clock = time.perf_counter()
+        self._call("begin the transaction", self.producer.begin_transaction)
+        for output in out.outputs:
+            self._produce_one(output)
+        for table in self.tables:
+            for (partition, key), row in table.take_writes().items():
+                self._produce_one(Output(table.topic, key.encode(), row, partition))
+        clock = self._spent("produce", clock)
+        if started_at is not None and time.monotonic() - started_at > self.fenced_after_s:
+            # The process stalled mid-round (a long pause, SIGSTOP): the group may have
+            # moved its partitions meanwhile, and the metadata librdkafka then hands out
+            # (generation -1, no member id) is one the coordinator does not check.
+            self._abort(f"the round took {time.monotonic() - started_at:.1f} s")
+        metadata = self.consumer.consumer_group_metadata()
+        member = group_member(metadata)
+        if member is not None and (member[0] < 0 or not member[1]):
+            # Kafka takes transactional offsets from "no generation, no member" unchecked
+            # (the pre-KIP-447 form); librdkafka hands that out once it left the group.
+            self._abort(f"this process is no member of the group (generation {member[0]})")
+        self._call(
+            "commit the offsets",
+            self.producer.send_offsets_to_transaction,
+            offsets,
+            metadata,
+            self.stall_timeout_s,
+        )
+        clock = self._spent("offsets", clock)
+        # The commit waits for every record's acknowledgement (their ``delivered`` calls
+        # run meanwhile), then ends the transaction.
+        self._call("commit", self.producer.commit_transaction, self.stall_timeout_s)
+        self._spent("commit", clock)
+        if self._failed:  # librdkafka fails the commit first; this is a second line
+            raise WorkerStalledError(f"committed with failed records: {self._failed[0]}")
+
+    def _spent(self, phase: str, since: float) -> float:
+        now = time.perf_counter()
+        self.spent[phase] += now - since
+        return now
+
+    def _produce_one(self, output: Output) -> None:
+        delivered = output.delivered
+
+        def report(err: KafkaError | None, message: Message) -> None:
+            if err is not None:
+                self._failed.append(f"{message.topic()}[{message.partition()}]: {err}")
+            elif delivered is not None:
+                delivered(message.partition() or 0, message.offset() or 0)
+
+        kwargs: dict[str, Any] = {"key": output.key, "value": output.value, "on_delivery": report}
+        if output.partition is not None:
+            kwargs["partition"] = output.partition
+        deadline = time.monotonic() + self.stall_timeout_s
+        while True:
+            try:
+                self.producer.produce(output.topic, **kwargs)
+                return
+            except BufferError:  # the local queue is full: let it drain
+                if time.monotonic() > deadline:
+                    raise WorkerStalledError("the producer's queue stayed full") from None
+                self.producer.poll(0.05)
+            except KafkaException as exc:
+                self._abort(f"producing to {output.topic}: {exc.args[0]}")
+
+    def _call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        deadline = time.monotonic() + self.stall_timeout_s
+        while True:
+            try:
+                return fn(*args)
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                if err.fatal():
+                    raise ProducerFencedError(f"{what}: {err}") from exc
+                if err.txn_requires_abort():
+                    self._abort(f"{what}: {err}")
+                if not err.retriable() or time.monotonic() > deadline:
+                    raise WorkerStalledError(f"{what}: {err}") from exc
+                log.warning("%s: %s; retrying", what, err)
+                time.sleep(0.1)
+
+    def _abort(self, why: str) -> None:
+        log.warning("aborting the round: %s", why)
+        try:
+            self.producer.abort_transaction(self.stall_timeout_s)
+        except KafkaException as exc:
+            log.warning("the abort failed too (%s); the broker will abort it", exc.args[0])
+        raise RoundAbortedError(why)

@@ -1,0 +1,309 @@
+"""The allocator / issuance-ledger processor: the thin shell around :class:`IssuanceLedger`.
+
+It reads ``dcb.commands`` and ``dcb.tag-resolutions`` (co-partitioned by serviceId), so
+each service's ledger lives in one partition and its steps run one at a time. A step
+takes a partition's batch: every command, and every item of every resolution batch, in
+order, against the services' ledgers; then each ledger the batch touched publishes what
+its closed prefix now covers, once. It sends one allocation record for the batch and one
+delivery record per tag partition it addresses, the committed events (one record each,
+in SUID order), one answer per decided attempt, and one certificate per service whose
+prefix moved. A certificate's coverage is where the service's events end on
+``dcb.events``, which only the broker's acknowledgements tell: the certificate goes at
+the start of the next round (:meth:`LedgerProcessor.carry`), which starts at once.
+
+Tables: ``ledgers`` (a header per service), ``inflight`` (an attempt in flight per row),
+``attempts`` (the answer of each finished attempt, for replays); :mod:`streams.ledger.store`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import groupby
+
+from confluent_kafka import Message
+
+from streams.codec import AvroCodec
+from streams.errors import DcbError, LedgerError
+from streams.kafka.changelog import Rows
+from streams.kafka.checkpoint import Round
+from streams.kafka.processor import Processor
+from streams.kafka.topic_catalog import TopicRole, tag_partition
+from streams.ledger import store
+from streams.ledger.ledger import IssuanceLedger, Step
+from streams.ledger.state import CompletedAttempt, LedgerState
+from streams.model import table_rows
+from streams.model.records import (
+    Allocation,
+    AllocationBatch,
+    Certificate,
+    Command,
+    CommitResult,
+    CommittedEvent,
+    ErrorInfo,
+    TagDelivery,
+    TagDeliveryBatch,
+    TagResolutionBatch,
+)
+from streams.settings import DcbSettings
+
+FAULT_TAG_PREFIX = "fault:"
+
+
+@dataclass
+class _Touched:
+    """A ledger the batch changed: the attempts it may have changed (``None``: any) and
+    the attempts in flight before its first change (to delete those that left)."""
+
+    ledger: IssuanceLedger
+    before: set[str]
+    attempts: set[str] | None = field(default_factory=set)
+
+
+@dataclass
+class _Batch:
+    """Everything one step sends, gathered per destination."""
+
+    touched: dict[str, _Touched] = field(default_factory=dict)
+    allocations: list[Allocation] = field(default_factory=list)
+    deliveries: dict[int, list[TagDelivery]] = field(default_factory=dict)  # tag partition
+    events: list[CommittedEvent] = field(default_factory=list)
+    results: list[CommitResult] = field(default_factory=list)
+    completed: dict[str, list[CompletedAttempt]] = field(default_factory=dict)
+    certificates: list[Certificate] = field(default_factory=list)
+
+
+class LedgerProcessor(Processor):
+    name = "ledger"
+    roles = (TopicRole.COMMANDS, TopicRole.TAG_RESOLUTIONS)
+    table_names = ("ledgers", "inflight", "attempts")
+    end_roles = (TopicRole.EVENTS,)
+
+    def __init__(self, settings: DcbSettings, codec: AvroCodec) -> None:
+        super().__init__(settings, codec)
+        self.ledgers: dict[int, dict[str, IssuanceLedger]] = {}
+        # The services whose prefix moved since their last certificate, by partition, and
+        # where their events end (partition, next offset) as the broker acknowledged them.
+        self._uncertified: dict[int, set[str]] = {}
+        self._ends: dict[str, tuple[int, int]] = {}
+        worker = self.settings.worker
+        self._reconcile_every_ms = int(worker.reconcile_interval_s * 1000)
+        self._next_reconcile_ms = 0
+        self._lose_deliveries = worker.fault_injection == "after-allocation-before-delivery"
+
+    @property
+    def partitions(self) -> int:
+        return self.settings.topics.partitions
+
+    def _partition_of(self, service_id: str) -> Callable[[str], int]:
+        topics = self.settings.topics
+        return lambda tag: tag_partition(service_id, tag, topics)
+
+    def assign(self, partition: int, rows: Rows, ends: Mapping[str, int]) -> None:
+        super().assign(partition, rows, ends)
+        headers, inflight = self.tables["ledgers"], self.tables["inflight"]
+        ledgers = self.ledgers[partition] = {}
+        uncertified = self._uncertified[partition] = set()
+        events_end = ends[self.topic(TopicRole.EVENTS)]
+        for service_id, header in headers.items(partition):
+            state = store.restore(header, lambda key: inflight.get(partition, key))
+            ledger = ledgers[service_id] = self._ledger(state)
+            if state.closed_prefix != state.certified_prefix:
+                # The process that moved the prefix died before certifying it; every
+                # committed event of the partition lies below its settled end.
+                ledger.events_written(partition, events_end)
+                uncertified.add(service_id)
+
+    def revoke(self, partition: int) -> None:
+        super().revoke(partition)
+        self.ledgers.pop(partition, None)
+        for service_id in self._uncertified.pop(partition, set()):
+            self._ends.pop(service_id, None)
+
+    def _ledger(self, state: LedgerState) -> IssuanceLedger:
+        return IssuanceLedger(
+            state, self.settings.worker.grace_ms, self._partition_of(state.service_id)
+        )
+
+    def _load(self, partition: int, service_id: str, batch: _Batch) -> _Touched:
+        touched = batch.touched.get(service_id)
+        if touched is None:
+            ledgers = self.ledgers[partition]
+            ledger = ledgers.get(service_id)
+            if ledger is None:
+                state = LedgerState(service_id=service_id, allocator_lineage_id=str(uuid.uuid4()))
+                ledger = ledgers[service_id] = self._ledger(state)
+            touched = batch.touched[service_id] = _Touched(ledger, set(ledger.state.attempts))
+        return touched
+
+    # --- a step -----------------------------------------------------------------------
+
+    def step(self, partition: int, messages: Sequence[Message], out: Round) -> None:
+        now = datetime.now(UTC)
+        batch = _Batch()
+        for message, record in self.records(messages, out):
+            if isinstance(record, Command):
+                self._command(partition, message, record, batch, out, now)
+            else:
+                assert isinstance(record, TagResolutionBatch)
+                for index, item in enumerate(record.items):
+                    touched = self._load(partition, item.service_id, batch)
+                    try:
+                        step = touched.ledger.apply_resolution(item, now)
+                    except DcbError as exc:
+                        self.dead_letter(out, message, exc, item.service_id, index)
+                        continue
+                    if touched.attempts is not None:
+                        touched.attempts.add(item.attempt_id)
+                    self._absorb(touched.ledger, step, batch)
+        self._finish(partition, batch, out, now)
+
+    def _command(
+        self,
+        partition: int,
+        message: Message,
+        command: Command,
+        batch: _Batch,
+        out: Round,
+        now: datetime,
+    ) -> None:
+        touched = self._load(partition, command.service_id, batch)
+        try:
+            if command.kind == "RECONCILE":
+                skip = command.reconcile is not None and command.reconcile.skip_grace
+                step = touched.ledger.reconcile(now, skip_grace=skip)
+                touched.attempts = None
+            else:
+                attempt = command.commit
+                if attempt is None:
+                    raise LedgerError("a COMMIT command without its attempt")
+                key = store.attempt_key(command.service_id, attempt.attempt_id)
+                done = self.tables["attempts"].get(partition, key)
+                previous = CompletedAttempt.model_validate_json(done) if done else None
+                step = touched.ledger.register(attempt, now, previous)
+                if touched.attempts is not None:
+                    touched.attempts.add(attempt.attempt_id)
+        except DcbError as exc:
+            self.dead_letter(out, message, exc, command.service_id)
+            if command.commit is not None:
+                answer = CommitResult.rejected(
+                    command.service_id, command.commit.attempt_id, ErrorInfo.of(exc), now
+                )
+                batch.results.append(answer)
+            return
+        self._absorb(touched.ledger, step, batch)
+
+    def _absorb(self, ledger: IssuanceLedger, step: Step, batch: _Batch) -> None:
+        service_id = ledger.state.service_id
+        batch.allocations += step.allocations
+        for delivery in step.deliveries:
+            to = tag_partition(service_id, delivery.tag, self.settings.topics)
+            batch.deliveries.setdefault(to, []).append(delivery)
+        batch.events += step.events
+        batch.results += step.results
+        batch.completed.setdefault(service_id, []).extend(step.completed)
+        if step.certificate is not None:
+            batch.certificates.append(step.certificate)
+
+    def _finish(self, partition: int, batch: _Batch, out: Round, now: datetime) -> None:
+        for service_id, touched in batch.touched.items():
+            self._absorb(touched.ledger, touched.ledger.publish(now), batch)
+            self._store(partition, service_id, touched)
+        self._send(partition, batch, out, now)
+
+    def _store(self, partition: int, service_id: str, touched: _Touched) -> None:
+        headers, inflight = self.tables["ledgers"], self.tables["inflight"]
+        writes = store.writes_for(touched.ledger.state, touched.attempts, touched.before)
+        for key, row in writes.attempts.items():
+            inflight.put(partition, key, row)
+        for key in writes.removed:
+            inflight.delete(partition, key)
+        headers.put(partition, service_id, writes.header)
+
+    def _send(self, partition: int, batch: _Batch, out: Round, now: datetime) -> None:
+        if batch.allocations:
+            out.send_batch(
+                self.topic(TopicRole.ALLOCATIONS),
+                partition,
+                lambda items: AllocationBatch(
+                    source_partition=partition, allocated_at=now, allocations=items
+                ),
+                [[allocation] for allocation in batch.allocations],
+            )
+        deliveries = self.topic(TopicRole.TAG_DELIVERIES)
+        for to, items in sorted(batch.deliveries.items()):
+            if self._lose_deliveries and any(
+                d.action == "PREPARE" and d.tag.startswith(FAULT_TAG_PREFIX) for d in items
+            ):
+                continue  # tests only: as if the worker died before sending this record
+            # An attempt's items stay in one record: a one-phase attempt is decided whole.
+            groups = [list(g) for _, g in groupby(items, lambda d: (d.service_id, d.attempt_id))]
+            out.send_batch(
+                deliveries,
+                to,
+                lambda chunk: TagDeliveryBatch(
+                    source_partition=partition, sent_at=now, items=chunk
+                ),
+                groups,
+            )
+        attempts = self.tables["attempts"]
+        for service_id, done in batch.completed.items():
+            for attempt in done:
+                key = store.attempt_key(service_id, attempt.attempt_id)
+                attempts.put(partition, key, table_rows.dump(attempt))
+        events = self.topic(TopicRole.EVENTS)
+        for event in batch.events:
+            out.send(events, event.service_id, event, delivered=self._delivered(event.service_id))
+        results = self.topic(TopicRole.COMMIT_RESULTS)
+        for result in batch.results:  # in the ledger's partition: one more in its transaction
+            out.send(results, result.attempt_id, result, partition)
+        self._uncertified[partition].update(c.service_id for c in batch.certificates)
+
+    def _delivered(self, service_id: str) -> Callable[[int, int], None]:
+        def note(partition: int, offset: int) -> None:
+            self._ends[service_id] = max(
+                self._ends.get(service_id, (0, 0)), (partition, offset + 1)
+            )
+
+        return note
+
+    # --- certificates, a round late -----------------------------------------------------
+
+    def due(self) -> bool:
+        return any(self._uncertified.values())
+
+    def carry(self, out: Round) -> None:
+        """A certificate for each service whose prefix moved in the last round: its events
+        are acknowledged by now (the round committed), so their end is known."""
+        now = datetime.now(UTC)
+        headers, certificates = self.tables["ledgers"], self.topic(TopicRole.CERTIFICATES)
+        for partition, services in self._uncertified.items():
+            for service_id in sorted(services):
+                ledger = self.ledgers[partition][service_id]
+                if (end := self._ends.pop(service_id, None)) is not None:
+                    ledger.events_written(*end)
+                ledger.state.certified_prefix = ledger.state.closed_prefix
+                headers.put(partition, service_id, store.header_row(ledger.state))
+                out.send(certificates, service_id, ledger.certificate(now))
+            services.clear()
+
+    # --- the reconciler's clock ------------------------------------------------------------
+
+    def tick(self, now_ms: int, out: Round) -> None:
+        """A reconcile pass for every owned ledger whose recovery is due."""
+        if now_ms < self._next_reconcile_ms:
+            return
+        self._next_reconcile_ms = now_ms + self._reconcile_every_ms
+        now = datetime.fromtimestamp(now_ms / 1000, UTC)
+        for partition, ledgers in self.ledgers.items():
+            batch = _Batch()
+            for service_id, ledger in ledgers.items():
+                due = ledger.state.recovery_due_ms
+                if due is not None and due <= now_ms:
+                    touched = self._load(partition, service_id, batch)
+                    touched.attempts = None
+                    self._absorb(ledger, ledger.reconcile(now), batch)
+            if batch.touched:
+                self._finish(partition, batch, out, now)

@@ -1,0 +1,83 @@
+"""The runtime's exactly-once pieces on the real broker: fencing by the group, and where a
+restore stops. (The crash tests show the same end to end, with the commit path.)"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+
+from streams.codec import AvroCodec
+from streams.errors import WorkerStalledError
+from streams.kafka import changelog, clients
+from streams.kafka.checkpoint import Checkpoint, Output, Round, RoundAbortedError
+from tests.integration.kafka_helpers import create_topic, read_all
+
+pytestmark = pytest.mark.integration
+
+
+def transactional(bootstrap: str) -> Producer:
+    return clients.transactional_producer(bootstrap, f"test-{uuid.uuid4()}")
+
+
+def test_a_round_of_a_member_the_group_let_go_never_becomes_visible(
+    bootstrap_servers: str, topic_prefix: str, codec: AvroCodec
+) -> None:
+    """A member that stopped polling past ``max.poll.interval.ms`` is out of the group;
+    librdkafka then hands out metadata without a member id, which Kafka would take
+    unchecked. Its round is aborted: nothing of it is ever readable committed."""
+    source, sink = f"{topic_prefix}in", f"{topic_prefix}out"
+    create_topic(bootstrap_servers, source, partitions=2)
+    create_topic(bootstrap_servers, sink)
+    group = f"{topic_prefix}group"
+    member = clients.group_consumer(
+        bootstrap_servers, group, **{"max.poll.interval.ms": 6000, "session.timeout.ms": 6000}
+    )
+    member.subscribe([source])
+    deadline = time.monotonic() + 30
+    while not member.assignment():
+        assert time.monotonic() < deadline, "never assigned"
+        member.poll(0.2)
+    checkpoint = Checkpoint(transactional(bootstrap_servers), member, [], 10, 5)
+    offsets = [TopicPartition(source, p, 0) for p in (0, 1)]
+    live = Round(codec)
+    live.outputs.append(Output(sink, b"k", b"while a member"))
+    checkpoint.commit(live, offsets)
+    time.sleep(9)  # no poll: the member leaves the group
+    zombie = Round(codec)
+    zombie.outputs.append(Output(sink, b"k", b"after it left"))
+    with pytest.raises(RoundAbortedError, match="no member of the group"):
+        checkpoint.commit(zombie, offsets)
+    committed = read_all(bootstrap_servers, sink, expect_at_least=1, settle_s=1)
+    assert [m.value() for m in committed] == [b"while a member"]
+    late = Round(codec)
+    late.outputs.append(Output(sink, b"k", b"late"))
+    with pytest.raises(RoundAbortedError, match="took"):  # began too long ago to be trusted
+        checkpoint.commit(late, offsets, started_at=time.monotonic() - 6)
+    member.close()
+
+
+def test_a_restore_waits_for_a_transaction_still_open_on_its_changelog(
+    bootstrap_servers: str, topic_prefix: str
+) -> None:
+    topic = f"{topic_prefix}table-changelog"
+    create_topic(bootstrap_servers, topic, partitions=1, **{"cleanup.policy": "compact"})
+    done = transactional(bootstrap_servers)
+    done.begin_transaction()
+    done.produce(topic, key=b"a", value=b"1", partition=0)
+    done.produce(topic, key=b"gone", value=b"x", partition=0)
+    done.produce(topic, key=b"gone", value=None, partition=0)  # a tombstone
+    done.commit_transaction(10)
+    still_open = transactional(bootstrap_servers)
+    still_open.begin_transaction()
+    still_open.produce(topic, key=b"b", value=b"2", partition=0)
+    still_open.flush(10)
+    started = time.monotonic()
+    with pytest.raises(WorkerStalledError) as stalled:
+        changelog.restore(bootstrap_servers, [(topic, 0)], stall_timeout_s=3)
+    assert time.monotonic() - started >= 3 and stalled.value.code == "worker_stalled"
+    still_open.commit_transaction(10)
+    rows = changelog.restore(bootstrap_servers, [(topic, 0)], stall_timeout_s=10)
+    assert rows == {(topic, 0): {"a": b"1", "b": b"2"}}
