@@ -62,7 +62,7 @@ class BrokerSettings(BaseModel):
 
 
 class TopicSettings(BaseModel):
-    """Names and sizes of the topics of DESIGN.md §3."""
+    """Names and sizes of the topics (docs/CONCEPTS.md, "Topics")."""
 
     prefix: str = Field("dcb.", description="prepended to every topic name")
     partitions: int = Field(
@@ -100,6 +100,12 @@ class WorkerSettings(BaseModel):
         ge=1,
         description="a round takes at most this many input records (a batch record counts "
         "once); it takes what is ready, so the busier the worker, the bigger the round",
+    )
+    one_phase_in_round: bool = Field(
+        True,
+        description="a worker that owns every ledger partition has its own tag partitions "
+        "decide one-phase attempts in the ledger's round: one transaction per commit, not "
+        "three (with several workers, deliveries go by the topic)",
     )
     reconcile_interval_s: float = Field(1.0, description="how often the reconciler timer looks")
     instance_id: str | None = Field(

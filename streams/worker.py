@@ -28,7 +28,8 @@ log = logging.getLogger("streams.worker")
 
 
 def build_processors(settings: DcbSettings, codec: AvroCodec) -> list[Processor]:
-    return [LedgerProcessor(settings, codec), TagProcessor(settings, codec)]
+    tags = TagProcessor(settings, codec)
+    return [LedgerProcessor(settings, codec, tags), tags]
 
 
 def changelog_layouts(processors: list[Processor], settings: DcbSettings) -> list[TopicLayout]:

@@ -48,12 +48,16 @@ class CommitPathCore:
 
     def __init__(self, settings: DcbSettings, codec: AvroCodec) -> None:
         self.codec = codec
-        self.ledger = LedgerProcessor(settings, codec)
         self.tags = TagProcessor(settings, codec)
-        events = topic_name(settings.topics, TopicRole.EVENTS)
+        self.ledger = LedgerProcessor(settings, codec, self.tags)
+        ends = {
+            topic_name(settings.topics, role): 0
+            for role in (TopicRole.EVENTS, TopicRole.TAG_DELIVERIES)
+        }
         for processor in (self.ledger, self.tags):
+            offsets = {processor.topic(role): -1 for role in processor.roles}
             for partition in range(processor.partitions):
-                processor.assign(partition, {}, {events: 0})
+                processor.assign(partition, {}, ends, offsets)
         topics = settings.topics
         self._offsets: dict[tuple[str, int], int] = defaultdict(int)  # the next, per partition
         self._readers = {
@@ -103,9 +107,10 @@ class CommitPathCore:
         for (processor, partition), batch in batches.items():
             processor.step(partition, batch, out)
         for output in out.outputs:
-            if output.delivered is not None:  # an event: in its service's partition
-                partition = self._partition_of((output.key or b"").decode())
-                output.delivered(partition, self._offset(output.topic, partition))
+            if output.delivered is not None:  # an event (its service's partition), a batch
+                key = (output.key or b"").decode()
+                to = self._partition_of(key) if output.partition is None else output.partition
+                output.delivered(to, self._offset(output.topic, to))
         for processor in (self.ledger, self.tags):
             for table in processor.tables.values():
                 self.writes += len(table.take_writes())

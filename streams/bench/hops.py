@@ -26,7 +26,9 @@ from streams.settings import DcbSettings
 # The marks of one commit in order, per path; each hop runs from one mark to the next. A
 # mark is a record about the attempt: its PREPAREs, the tags' votes (PREPARED or
 # REJECTED), the ledger's decision (INSTALL or FENCE), the tags' evidence (installed, or
-# absent and fenced), its answer; "sent" and "received" are the SDK call's ends.
+# absent and fenced), its answer; "sent" and "received" are the SDK call's ends. A
+# one-phase attempt whose tag partition is in the ledger's process is decided in the
+# ledger's round: no delivery, no evidence on the topics ("in-round").
 PATHS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "two-phase": (
         ("sent", "PREPARE", "vote", "decision", "evidence", "answered", "received"),
@@ -36,6 +38,14 @@ PATHS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tags commit -> ledger: votes in, decision out",
             "ledger commit -> tags: decision carried out, evidence out",
             "tags commit -> ledger: evidence in, events + answer out",
+            "ledger commit -> SDK: answer read",
+        ),
+    ),
+    "in-round": (
+        ("sent", "answered", "received"),
+        (
+            "SDK -> ledger: command in, decided by its tag partition in the same round, "
+            "events + answer out",
             "ledger commit -> SDK: answer read",
         ),
     ),

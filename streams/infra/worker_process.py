@@ -31,6 +31,7 @@ def worker_env(settings: DcbSettings) -> dict[str, str]:
         "DCB_WORKER__GRACE_MS": str(worker.grace_ms),
         "DCB_WORKER__MAX_BATCH_RECORDS": str(worker.max_batch_records),
         "DCB_WORKER__STALL_TIMEOUT_S": str(worker.stall_timeout_s),
+        "DCB_WORKER__ONE_PHASE_IN_ROUND": str(worker.one_phase_in_round).lower(),
     }
 
 

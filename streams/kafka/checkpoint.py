@@ -95,6 +95,7 @@ class Round:
         partition: int,
         make: Callable[[list[Any]], AvroRecord],
         groups: Sequence[Sequence[Any]],
+        delivered: Delivered | None = None,
     ) -> None:
         """``make`` of every group's items as one record; when that would be larger than
         :data:`MAX_RECORD_BYTES`, several records in order, split between groups only (a
@@ -103,10 +104,10 @@ class Round:
         value = self.codec.encode(record.schema_name, record.to_avro(), check=False)
         if len(value) > MAX_RECORD_BYTES and len(groups) > 1:
             half = len(groups) // 2
-            self.send_batch(topic, partition, make, groups[:half])
-            self.send_batch(topic, partition, make, groups[half:])
+            self.send_batch(topic, partition, make, groups[:half], delivered)
+            self.send_batch(topic, partition, make, groups[half:], delivered)
             return
-        self.outputs.append(Output(topic, None, value, partition))
+        self.outputs.append(Output(topic, None, value, partition, delivered))
 
     @property
     def empty(self) -> bool:

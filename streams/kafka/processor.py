@@ -65,9 +65,12 @@ class Processor(ABC):
     def due(self) -> bool:
         """Whether :meth:`carry` has something to send (the next round then starts now)."""
 
-    def assign(self, partition: int, rows: Rows, ends: Mapping[str, int]) -> None:
-        """Take ``partition`` over with the rows restored from its changelog partition and
-        the settled ends of its ``end_roles`` topics' partitions of that number (by topic)."""
+    def assign(
+        self, partition: int, rows: Rows, ends: Mapping[str, int], offsets: Mapping[str, int]
+    ) -> None:
+        """Take ``partition`` over with the rows restored from its changelog partition, the
+        settled ends of its ``end_roles`` topics' partitions of that number and the
+        committed offsets of its sources' (by topic; -1: none committed)."""
         for table in self.tables.values():
             table.load(partition, rows)
 

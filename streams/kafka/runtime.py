@@ -219,6 +219,11 @@ class Runtime:
                     partition,
                     rows[processor.changelog, partition],
                     {t: end for (t, p), end in ends.items() if p == partition},
+                    {
+                        tp.topic: tp.offset
+                        for tp in committed
+                        if tp.partition == partition and self.by_topic[tp.topic] is processor
+                    },
                 )
         self.owned = owned
         self.positions = {(tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0}

@@ -1,4 +1,4 @@
-"""The topics of DESIGN.md §3: names, partition counts, cleanup policies, record types,
+"""The topics (docs/CONCEPTS.md): names, partition counts, cleanup policies, record types,
 and where a record of a service or a tag goes (the tag placement).
 
 Pure data derived from settings; :mod:`streams.kafka.topic_admin` creates them.
@@ -71,7 +71,7 @@ class TopicLayout:
 
 @dataclass(frozen=True, kw_only=True)
 class TopicSpec(TopicLayout):
-    """One of the topics of DESIGN.md §3, with the record type it carries."""
+    """One of the topics, with the record type it carries."""
 
     role: TopicRole
 

@@ -48,6 +48,8 @@ from streams.model.records import (
     TagResolutionBatch,
 )
 from streams.settings import DcbSettings
+from streams.tags import one_phase
+from streams.tags.processor import TagProcessor
 
 FAULT_TAG_PREFIX = "fault:"
 
@@ -81,8 +83,13 @@ class LedgerProcessor(Processor):
     table_names = ("ledgers", "inflight", "attempts")
     end_roles = (TopicRole.EVENTS,)
 
-    def __init__(self, settings: DcbSettings, codec: AvroCodec) -> None:
+    def __init__(
+        self, settings: DcbSettings, codec: AvroCodec, tags: TagProcessor | None = None
+    ) -> None:
         super().__init__(settings, codec)
+        # The tag processor of this process: it decides one-phase attempts in this round
+        # when it can (``_decide_here``); without it, deliveries always go by the topic.
+        self.tags = tags if settings.worker.one_phase_in_round else None
         self.ledgers: dict[int, dict[str, IssuanceLedger]] = {}
         # The services whose prefix moved since their last certificate, by partition, and
         # where their events end (partition, next offset) as the broker acknowledged them.
@@ -101,8 +108,10 @@ class LedgerProcessor(Processor):
         topics = self.settings.topics
         return lambda tag: tag_partition(service_id, tag, topics)
 
-    def assign(self, partition: int, rows: Rows, ends: Mapping[str, int]) -> None:
-        super().assign(partition, rows, ends)
+    def assign(
+        self, partition: int, rows: Rows, ends: Mapping[str, int], offsets: Mapping[str, int]
+    ) -> None:
+        super().assign(partition, rows, ends, offsets)
         headers, inflight = self.tables["ledgers"], self.tables["inflight"]
         ledgers = self.ledgers[partition] = {}
         uncertified = self._uncertified[partition] = set()
@@ -208,10 +217,40 @@ class LedgerProcessor(Processor):
             batch.certificates.append(step.certificate)
 
     def _finish(self, partition: int, batch: _Batch, out: Round, now: datetime) -> None:
+        self._decide_here(partition, batch, now)
         for service_id, touched in batch.touched.items():
             self._absorb(touched.ledger, touched.ledger.publish(now), batch)
             self._store(partition, service_id, touched)
         self._send(partition, batch, out, now)
+
+    def _decide_here(self, partition: int, batch: _Batch, now: datetime) -> None:
+        """Have the tag processor of this process decide the batch's one-phase attempts now
+        where it can, and take their evidence at once: the commit then takes one round,
+        not three. It can when this process owns every ledger partition (so it alone
+        sends deliveries) and the tag partition has stepped every delivery sent to it (so
+        the attempts are decided in the order a topic would deliver them)."""
+        if self.tags is None or len(self.ledgers) < self.partitions:
+            return
+        for to in sorted(batch.deliveries):
+            items = batch.deliveries[to]
+            if not all(one_phase.is_one_phase(d) for d in items) or self._losing(items):
+                continue
+            if not self.tags.can_decide_here(to):
+                continue
+            try:
+                answers = self.tags.decide_here(to, items)
+            except DcbError:
+                continue  # by the topic then: the tag step dead-letters what it cannot take
+            del batch.deliveries[to]
+            for answer in answers:
+                touched = self._load(partition, answer.service_id, batch)
+                self._absorb(touched.ledger, touched.ledger.apply_resolution(answer, now), batch)
+
+    def _losing(self, items: list[TagDelivery]) -> bool:
+        """Tests only (fault injection): whether these deliveries are to be lost."""
+        return self._lose_deliveries and any(
+            d.action == "PREPARE" and d.tag.startswith(FAULT_TAG_PREFIX) for d in items
+        )
 
     def _store(self, partition: int, service_id: str, touched: _Touched) -> None:
         headers, inflight = self.tables["ledgers"], self.tables["inflight"]
@@ -234,9 +273,7 @@ class LedgerProcessor(Processor):
             )
         deliveries = self.topic(TopicRole.TAG_DELIVERIES)
         for to, items in sorted(batch.deliveries.items()):
-            if self._lose_deliveries and any(
-                d.action == "PREPARE" and d.tag.startswith(FAULT_TAG_PREFIX) for d in items
-            ):
+            if self._losing(items):
                 continue  # tests only: as if the worker died before sending this record
             # An attempt's items stay in one record: a one-phase attempt is decided whole.
             groups = [list(g) for _, g in groupby(items, lambda d: (d.service_id, d.attempt_id))]

@@ -14,7 +14,7 @@ from then on its live object holds it, and its rows are only in the changelog.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from confluent_kafka import Message
@@ -35,23 +35,39 @@ class TagProcessor(Processor):
     name = "tags"
     roles = (TopicRole.TAG_DELIVERIES,)
     table_names = ("tag-tables", "tag-installed")
+    end_roles = (TopicRole.TAG_DELIVERIES,)
 
     def __init__(self, settings: DcbSettings, codec: AvroCodec) -> None:
         super().__init__(settings, codec)
         # partition -> table key -> the live table and how many of its events are stored
         self.live: dict[int, dict[str, tuple[TagTable, int]]] = {}
+        # Per partition: the next delivery offset to step, the end the topic had at the
+        # takeover, the offset of the last delivery record this process sent, and those
+        # whose record is on its way (this round's).
+        self._position: dict[int, int] = {}
+        self._caught_up_at: dict[int, int] = {}
+        self._sent: dict[int, int] = {}
+        self._unsent: set[int] = set()
 
     @property
     def partitions(self) -> int:
         return self.settings.topics.tag_partitions
 
-    def assign(self, partition: int, rows: Rows, ends: Mapping[str, int]) -> None:
-        super().assign(partition, rows, ends)
+    def assign(
+        self, partition: int, rows: Rows, ends: Mapping[str, int], offsets: Mapping[str, int]
+    ) -> None:
+        super().assign(partition, rows, ends, offsets)
         self.live[partition] = {}
+        deliveries = self.topic(TopicRole.TAG_DELIVERIES)
+        self._position[partition] = max(offsets[deliveries], 0)
+        self._caught_up_at[partition] = ends[deliveries]
 
     def revoke(self, partition: int) -> None:
         super().revoke(partition)
         self.live.pop(partition, None)
+        for per_partition in (self._position, self._caught_up_at, self._sent):
+            per_partition.pop(partition, None)
+        self._unsent.discard(partition)
 
     def _table(self, partition: int, delivery: TagDelivery) -> TagTable:
         key = table_key(delivery.service_id, delivery.tag)
@@ -89,11 +105,7 @@ class TagProcessor(Processor):
             for indexes in one_phase.steps(items):
                 group = [items[i] for i in indexes]
                 try:
-                    tables = [self._table(partition, d) for d in group]
-                    if one_phase.is_one_phase(group[0]):
-                        resolved = one_phase.decide_together(list(zip(tables, group, strict=True)))
-                    else:
-                        resolved = [tables[0].handle(group[0])]
+                    resolved = self._decide(partition, group)
                 except DcbError as exc:
                     for index in indexes:
                         self.dead_letter(out, message, exc, items[index].service_id, index)
@@ -102,6 +114,8 @@ class TagProcessor(Processor):
                 for answer in resolved:
                     to = ledger_partition(answer.service_id, self.settings.topics)
                     answers.setdefault(to, []).append(answer)
+        if messages:
+            self._position[partition] = (messages[-1].offset() or 0) + 1
         self._store(partition, changed)
         now = datetime.now(UTC)
         resolutions = self.topic(TopicRole.TAG_RESOLUTIONS)
@@ -114,6 +128,50 @@ class TagProcessor(Processor):
                 ),
                 [[answer] for answer in answered],
             )
+
+    def _decide(self, partition: int, group: list[TagDelivery]) -> list[TagResolution]:
+        """One step of a batch: a one-phase attempt's PREPAREs, or one two-phase item."""
+        tables = [self._table(partition, d) for d in group]
+        if one_phase.is_one_phase(group[0]):
+            return one_phase.decide_together(list(zip(tables, group, strict=True)))
+        return [tables[0].handle(group[0])]
+
+    # --- one-phase attempts decided in the ledger's round ---------------------------------
+
+    def can_decide_here(self, partition: int) -> bool:
+        """Whether the ledger of this process may have this partition decide one-phase
+        attempts at once, in its own round: the partition is this process's and every
+        delivery record sent to it so far has been stepped (so the attempts are decided
+        in the order they were sent, as through the topic)."""
+        position = self._position.get(partition)
+        if position is None or partition in self._unsent:
+            return False
+        return position >= self._caught_up_at[partition] and position > self._sent.get(
+            partition, -1
+        )
+
+    def decide_here(self, partition: int, items: Sequence[TagDelivery]) -> list[TagResolution]:
+        """The answers to one-phase PREPAREs decided now, as a step of the partition would
+        (the tables it changed are stored in the same round)."""
+        answers: list[TagResolution] = []
+        changed: set[str] = set()
+        for indexes in one_phase.steps(items):
+            group = [items[i] for i in indexes]
+            answers += self._decide(partition, group)
+            changed.update(table_key(d.service_id, d.tag) for d in group)
+        self._store(partition, changed)
+        return answers
+
+    def sending(self, partition: int) -> Callable[[int, int], None]:
+        """A delivery record for ``partition`` goes out in this round: nothing is decided
+        here until it has been stepped. The returned call hears where it landed."""
+        self._unsent.add(partition)
+
+        def landed(_partition: int, offset: int) -> None:
+            self._unsent.discard(partition)
+            self._sent[partition] = max(self._sent.get(partition, -1), offset)
+
+        return landed
 
     def tick(self, now_ms: int, out: Round) -> None:
         """Nothing: a tag only answers what the ledger sends."""

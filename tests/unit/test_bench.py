@@ -148,10 +148,13 @@ def test_a_window_notes_its_wall_clock_ends_and_the_cpu_spent() -> None:
     assert window.cpu.spent["worker"] >= 0.05
 
 
-def _placed(placement: str) -> DcbSettings:
+def _placed(placement: str, in_round: bool = True) -> DcbSettings:
     base = DcbSettings()
     return base.model_copy(
-        update={"topics": base.topics.model_copy(update={"tag_placement": placement})}
+        update={
+            "topics": base.topics.model_copy(update={"tag_placement": placement}),
+            "worker": base.worker.model_copy(update={"one_phase_in_round": in_round}),
+        }
     )
 
 
@@ -183,7 +186,7 @@ def test_the_core_bench_commits_every_command_through_the_real_processors(
 
 
 @pytest.mark.parametrize(("placement", "tags"), [("service", 1), ("service", 3), ("tag", 1)])
-def test_a_one_phase_commit_sends_six_records_and_batches_share_them(
+def test_a_one_phase_commit_by_the_topics_sends_six_records_and_batches_share_them(
     placement: str, tags: int
 ) -> None:
     """Alone, an event's commit sends an allocation, a delivery, a resolution, the event,
@@ -191,7 +194,7 @@ def test_a_one_phase_commit_sends_six_records_and_batches_share_them(
     each tag's header and installed row, then the header again, the row's tombstone and
     the finished attempt, and the header once more with the certificate (a round later).
     A round of many shares the headers and the batch records."""
-    settings = _placed(placement)
+    settings = _placed(placement, in_round=False)
     codec = codec_from_settings(settings)
     rng = random.Random(2)
     commands = [bench_command(rng, tags) for _ in range(128)]
@@ -202,6 +205,24 @@ def test_a_one_phase_commit_sends_six_records_and_batches_share_them(
     assert batched.batch == 64
     assert batched.outputs_per_event < 3  # the events and answers, a few batch records
     assert batched.writes_per_event < alone.writes_per_event
+
+
+@pytest.mark.parametrize(("placement", "tags"), [("service", 1), ("service", 3), ("tag", 1)])
+def test_a_one_phase_commit_decided_in_the_ledgers_round_sends_four_records(
+    placement: str, tags: int
+) -> None:
+    """With its tag partition in the same process, a one-phase attempt is decided in the
+    ledger's round: no delivery, no resolution; the attempt is registered and finished in
+    that round, so its row is never written, only the finished attempt."""
+    settings = _placed(placement)
+    codec = codec_from_settings(settings)
+    commands = [bench_command(random.Random(2), tags) for _ in range(128)]
+    alone, batched = (run_core(settings, codec, commands, tags, n) for n in (1, 64))
+    assert alone.outputs_per_event == 4  # allocation, event, answer, certificate
+    assert alone.writes_per_event == 1 + 1 + 2 * tags + 1
+    assert batched.outputs_per_event < 2.1 and batched.writes_per_event < alone.writes_per_event
+    by_topics = run_core(_placed(placement, in_round=False), codec, commands, tags, 64)
+    assert batched.outputs_per_event < by_topics.outputs_per_event
 
 
 def test_a_two_phase_commit_sends_more_records_than_a_one_phase_one() -> None:

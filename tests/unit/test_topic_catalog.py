@@ -1,4 +1,4 @@
-"""The topic catalog follows DESIGN.md §3."""
+"""The topic catalog follows docs/CONCEPTS.md, "Topics"."""
 
 from __future__ import annotations
 
