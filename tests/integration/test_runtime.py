@@ -9,11 +9,14 @@ import uuid
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
+from streams.bench.cpu import cpu_seconds
 from streams.codec import AvroCodec
 from streams.errors import WorkerStalledError
 from streams.kafka import changelog, clients
 from streams.kafka.checkpoint import Checkpoint, Output, Round, RoundAbortedError
+from streams.settings import DcbSettings
 from tests.integration.kafka_helpers import create_topic, read_all
+from tests.integration.workers import WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -81,3 +84,17 @@ def test_a_restore_waits_for_a_transaction_still_open_on_its_changelog(
     still_open.commit_transaction(10)
     rows = changelog.restore(bootstrap_servers, [(topic, 0)], stall_timeout_s=10)
     assert rows == {(topic, 0): {"a": b"1", "b": b"2"}}
+
+
+def test_an_idle_worker_waits_instead_of_spinning(
+    worker: WorkerProcess, pipeline_settings: DcbSettings
+) -> None:
+    """A worker with nothing to do waits in poll (its clock ticks once a second): a loop
+    that polled without waiting used a whole core before anything had arrived."""
+    pid = worker.child_pid()
+    assert pid is not None
+    time.sleep(2)  # past the start-up
+    before, started = cpu_seconds([pid]), time.monotonic()
+    time.sleep(5)
+    cores = (cpu_seconds([pid]) - before) / (time.monotonic() - started)
+    assert cores < 0.2, f"an idle worker used {cores:.2f} of a core"
