@@ -108,6 +108,9 @@ class WorkerSettings(BaseModel):
         "three (with several workers, deliveries go by the topic)",
     )
     reconcile_interval_s: float = Field(1.0, description="how often the reconciler timer looks")
+    report_interval_s: float = Field(
+        30.0, gt=0, description="how often a busy worker logs its rounds and where they went"
+    )
     instance_id: str | None = Field(
         None,
         description="ends the worker's transactional id; a worker started with the id of one "

@@ -49,7 +49,6 @@ log = logging.getLogger("streams.worker")
 READY = "worker ready"
 TICK_S = 1.0
 CARRY_LINGER_S = 0.02
-REPORT_S = float(os.environ.get("DCB_WORKER_REPORT_S", "30"))  # how often it says what it did
 
 
 class Runtime:
@@ -77,7 +76,7 @@ class Runtime:
         self.owned: dict[Processor, set[int]] = {p: set() for p in self.processors}
         self.stop = threading.Event()
         self.rounds = 0
-        self._report = Report()
+        self._report = Report(worker.report_interval_s)
         self._ready = False
         self._failure: BaseException | None = None  # raised inside a rebalance callback
         self._rebalances = 0
@@ -300,10 +299,11 @@ class Runtime:
 
 
 class Report:
-    """What the worker did lately, logged every :data:`REPORT_S` while it works: rounds,
+    """What the worker did lately, logged every ``interval_s`` while it works: rounds,
     records, and where a round's time went (its commit's phases, the rest: the steps)."""
 
-    def __init__(self) -> None:
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
         self.since = time.monotonic()
         self.rounds = self.taken = self.sent = 0
         self.spent_before: dict[str, float] = {}
@@ -313,7 +313,7 @@ class Report:
         self.taken += taken
         self.sent += sent
         elapsed = time.monotonic() - self.since
-        if elapsed < REPORT_S:
+        if elapsed < self.interval_s:
             return
         per_round = {
             phase: (total - self.spent_before.get(phase, 0.0)) * 1000 / self.rounds
