@@ -277,6 +277,8 @@ class LedgerProcessor(Processor):
                 continue  # tests only: as if the worker died before sending this record
             # An attempt's items stay in one record: a one-phase attempt is decided whole.
             groups = [list(g) for _, g in groupby(items, lambda d: (d.service_id, d.attempt_id))]
+            # The tag partition decides nothing in a ledger's round until it has stepped this.
+            landed = self.tags.sending(to) if self.tags is not None else None
             out.send_batch(
                 deliveries,
                 to,
@@ -284,6 +286,7 @@ class LedgerProcessor(Processor):
                     source_partition=partition, sent_at=now, items=chunk
                 ),
                 groups,
+                landed,
             )
         attempts = self.tables["attempts"]
         for service_id, done in batch.completed.items():

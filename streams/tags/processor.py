@@ -60,7 +60,9 @@ class TagProcessor(Processor):
         self.live[partition] = {}
         deliveries = self.topic(TopicRole.TAG_DELIVERIES)
         self._position[partition] = max(offsets[deliveries], 0)
-        self._caught_up_at[partition] = ends[deliveries]
+        self._caught_up_at[partition] = ends[deliveries]  # covers all sent before now
+        self._sent.pop(partition, None)
+        self._unsent.discard(partition)
 
     def revoke(self, partition: int) -> None:
         super().revoke(partition)

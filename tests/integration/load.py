@@ -59,10 +59,36 @@ class Append:
     suids: tuple[str, ...] = ()
 
 
+class Roster:
+    """An endless supply of names (courses, students) of which writers pick among the first
+    ``window`` that still have room in a service: the contention of a small workload that
+    never runs out of work, however fast commits go."""
+
+    def __init__(self, prefix: str, window: int) -> None:
+        self.prefix, self.window = prefix, window
+        self._full: dict[str, set[int]] = {}
+        self._lock = threading.Lock()
+
+    def pick(self, service: str, rng: random.Random) -> str:
+        with self._lock:
+            full = self._full.setdefault(service, set())
+            candidates, n = [], 0
+            while len(candidates) < self.window:
+                if n not in full:
+                    candidates.append(n)
+                n += 1
+        return f"{self.prefix}{rng.choice(candidates)}"
+
+    def filled(self, service: str, name: str) -> None:
+        with self._lock:
+            self._full.setdefault(service, set()).add(int(name.removeprefix(self.prefix)))
+
+
 class Subscriptions:
     """``writers`` threads, each subscribing students to courses until it has made
     ``per_writer`` decisions or is told to :meth:`stop`, over the ``clients``' services
-    (each its own courses)."""
+    (each its own courses). Writers pick among ``courses`` open courses and ``students``
+    students with room: full ones give way to new ones, so the work never runs out."""
 
     def __init__(
         self,
@@ -74,8 +100,8 @@ class Subscriptions:
         seed: int = 7,
     ) -> None:
         self.clients = list(clients)
-        self.courses = [f"c{i}" for i in range(courses)]
-        self.students = [f"s{i}" for i in range(students)]
+        self.courses = Roster("c", courses)
+        self.students = Roster("s", students)
         self.appends: list[Append] = []
         self.errors: list[BaseException] = []
         self._lock = threading.Lock()
@@ -118,7 +144,9 @@ class Subscriptions:
                 if self._stop.is_set():
                     return
                 client = rng.choice(self.clients)
-                student, course = rng.choice(self.students), rng.choice(self.courses)
+                service = client.service_id
+                student = self.students.pick(service, rng)
+                course = self.courses.pick(service, rng)
                 self._subscribe(client, student, course)
         except BaseException as exc:  # surfaced by check(): a writer must not die quietly
             self.errors.append(exc)
@@ -132,6 +160,10 @@ class Subscriptions:
             in_course = sum(b["course"] == course for b in bodies)
             of_student = sum(b["student"] == student for b in bodies)
             mine = any(b == {"student": student, "course": course} for b in bodies)
+            if in_course >= CAPACITY:
+                self.courses.filled(client.service_id, course)
+            if of_student >= LIMIT:
+                self.students.filled(client.service_id, student)
             if mine or in_course >= CAPACITY or of_student >= LIMIT:
                 return
             record = self._append(client, [subscription(student, course)], seen.head)
