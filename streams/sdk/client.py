@@ -45,6 +45,7 @@ from streams.model.uuid7 import uuid7
 from streams.reconcile.command import reconcile_command
 from streams.sdk.event_index import EventIndex, SequencedEvent
 from streams.sdk.events import Event, ReadResult
+from streams.sdk.shared_catch_up import SharedCatchUp
 from streams.sdk.tail import TopicTail
 from streams.settings import DcbSettings
 from streams.subclasses import subclass_tree
@@ -81,8 +82,10 @@ class CommitChannel:
         self._waiting: dict[str, Future[CommitResult]] = {}
         self._lock = threading.Lock()
         results = topic_name(settings.topics, TopicRole.COMMIT_RESULTS)
-        self._results = TopicTail(bootstrap_servers, results, from_end=True)
+        # Fetched only while an answer is awaited: an idle client asks the broker nothing.
+        self._results = TopicTail(bootstrap_servers, results, from_end=True, on_demand=True)
         self._closed = threading.Event()
+        self._awaited = threading.Event()  # some answer is awaited: the listener fetches
         self._listener = threading.Thread(target=self._listen, name="dcb-results", daemon=True)
         self._listener.start()
 
@@ -91,6 +94,7 @@ class CommitChannel:
         future: Future[CommitResult] = Future()
         with self._lock:
             self._waiting[attempt_id] = future
+            self._awaited.set()
 
         def failed(err: KafkaError | None, _message: Message) -> None:
             if err is not None and not future.done():
@@ -107,6 +111,8 @@ class CommitChannel:
         finally:
             with self._lock:
                 self._waiting.pop(attempt_id, None)
+                if not self._waiting:
+                    self._awaited.clear()
 
     def send(
         self,
@@ -132,9 +138,19 @@ class CommitChannel:
             if future is not None and not future.done():
                 future.set_result(CommitResult.from_avro(decoded))
 
+        awake = False
         while not self._closed.is_set():
-            self._results.poll(deliver, 0.2)
             self._producer.poll(0)  # the commands' delivery reports
+            if not self._awaited.is_set():
+                if awake:
+                    self._results.rest()
+                    awake = False
+                self._awaited.wait(0.2)
+                continue
+            if not awake:
+                self._results.wake()
+                awake = True
+            self._results.poll(deliver, 0.2)
 
     def close(self) -> None:
         self._closed.set()
@@ -163,10 +179,14 @@ class DcbClient:
         self._owns_channel = channel is None
         self._channel = channel or CommitChannel(self.bootstrap, self.settings)
         self._events = EventIndex()
-        self._events_tail: TopicTail | None = None
         self._certificate: Certificate | None = None
-        self._certificates_tail: TopicTail | None = None
-        self._read_lock = threading.Lock()  # the tails and caches are shared by threads
+        self._tails: dict[TopicRole, TopicTail] = {}
+        self._tails_lock = threading.Lock()
+        self._index_lock = threading.Lock()  # the caches, filled by one catch-up at a time
+        self._events_read = SharedCatchUp(lambda: self._catch_up(TopicRole.EVENTS, self._fold))
+        self._certificates_read = SharedCatchUp(
+            lambda: self._catch_up(TopicRole.CERTIFICATES, self._keep)
+        )
 
     def for_service(self, service_id: str) -> DcbClient:
         """A client of another service sharing this one's producer and answer listener."""
@@ -227,43 +247,43 @@ class DcbClient:
         self, query: Sequence[QueryItem] = (), after: str | None = None, limit: int | None = None
     ) -> ReadResult:
         """Certified events matching ``query`` (every event when empty) after ``after``, in
-        SUID order, at most ``limit``; with the head to use as ``after`` in a condition."""
-        with self._read_lock:
-            if self._events_tail is None:
-                self._events_tail = TopicTail(
-                    self.bootstrap, self._topic(TopicRole.EVENTS), key=self.service_id.encode()
-                )
-
-        def fold(message: Message) -> None:
-            record = CommittedEvent.from_avro(
-                self.codec.decode(message.value(), CommittedEvent.schema_name).value
-            )
-            if record.service_id == self.service_id:
-                self._events.add(SequencedEvent(position=record.suid, event=record.event))
-
-        with self._read_lock:
-            self._events_tail.catch_up(fold)
+        SUID order, at most ``limit``; with the head to use as ``after`` in a condition.
+        Threads reading at once share one catch-up (:mod:`streams.sdk.shared_catch_up`)."""
+        self._events_read.wait()
+        with self._index_lock:
             return ReadResult(self._events.select(query, after, limit), self._events.head)
 
     def certificate(self) -> Certificate | None:
         """The newest closed-prefix certificate of the service (``None`` before the first)."""
-        with self._read_lock:
-            if self._certificates_tail is None:
-                topic = self._topic(TopicRole.CERTIFICATES)
-                self._certificates_tail = TopicTail(
-                    self.bootstrap, topic, key=self.service_id.encode()
-                )
-
-        def keep(message: Message) -> None:
-            record = Certificate.from_avro(
-                self.codec.decode(message.value(), Certificate.schema_name).value
-            )
-            if record.service_id == self.service_id:
-                self._certificate = record
-
-        with self._read_lock:
-            self._certificates_tail.catch_up(keep)
+        self._certificates_read.wait()
+        with self._index_lock:
             return self._certificate
+
+    def _catch_up(self, role: TopicRole, handle: Callable[[Message], None]) -> None:
+        with self._tails_lock:
+            tail = self._tails.get(role)
+            if tail is None:  # the service's partition only: its records are all there
+                key = self.service_id.encode()
+                topic = self._topic(role)
+                tail = TopicTail(self.bootstrap, topic, key=key, on_demand=True)
+                self._tails[role] = tail
+        tail.catch_up(handle)
+
+    def _fold(self, message: Message) -> None:
+        record = CommittedEvent.from_avro(
+            self.codec.decode(message.value(), CommittedEvent.schema_name).value
+        )
+        if record.service_id == self.service_id:
+            with self._index_lock:
+                self._events.add(SequencedEvent(position=record.suid, event=record.event))
+
+    def _keep(self, message: Message) -> None:
+        record = Certificate.from_avro(
+            self.codec.decode(message.value(), Certificate.schema_name).value
+        )
+        if record.service_id == self.service_id:
+            with self._index_lock:
+                self._certificate = record
 
     def reconcile(self, skip_grace: bool = False) -> None:
         """Ask the service's ledger for a reconcile pass (``skip_grace``: fence now)."""
@@ -272,8 +292,8 @@ class DcbClient:
 
     def close(self) -> None:
         """Close the read tails, and the channel unless it is borrowed (``for_service``)."""
-        for tail in (self._events_tail, self._certificates_tail):
-            if tail is not None:
+        with self._tails_lock:
+            for tail in self._tails.values():
                 tail.close()
         if self._owns_channel:
             self._channel.close()

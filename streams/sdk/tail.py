@@ -29,7 +29,14 @@ class TailTimeoutError(DcbError):
 
 class TopicTail:
     """A group-less ``read_committed`` consumer over one topic: every partition, or only
-    the one a ``key`` lands in."""
+    the one a ``key`` lands in.
+
+    A transaction ends in a marker the consumer never hands out: past the last record it
+    learns it is at the end only from the next fetch, which the broker holds for
+    ``fetch.wait.max.ms`` when nothing new comes. That wait is on every read, so it is
+    short here (2 ms); to keep such a tail from asking the broker 500 times a second while
+    idle, an ``on_demand`` tail is paused except while it is wanted (:meth:`wake`,
+    :meth:`rest`; :meth:`catch_up` wakes it for itself)."""
 
     def __init__(
         self,
@@ -38,9 +45,10 @@ class TopicTail:
         *,
         from_end: bool = False,
         key: bytes | None = None,
+        on_demand: bool = False,
     ) -> None:
-        # EOF events say where the committed end is; a short fetch wait keeps reads fresh.
-        overrides: dict[str, Any] = {"enable.partition.eof": True, "fetch.wait.max.ms": 10}
+        # EOF events say where the committed end is (past the last marker).
+        overrides: dict[str, Any] = {"enable.partition.eof": True, "fetch.wait.max.ms": 2}
         self.consumer = clients.consumer(
             bootstrap_servers, group_id=f"dcb-sdk-{topic}", **overrides
         )
@@ -59,6 +67,27 @@ class TopicTail:
         self.consumer.assign(
             [TopicPartition(topic, p, self.read_to[p] or OFFSET_BEGINNING) for p in partitions]
         )
+        self.on_demand = on_demand
+        if on_demand:
+            self.consumer.pause(self._all())
+
+    def _all(self) -> list[TopicPartition]:
+        return [TopicPartition(self.topic, p) for p in self.partitions]
+
+    def wake(self) -> None:
+        """Fetch again, from where it was read to (an on-demand tail). Only the thread that
+        polls the tail calls this: a seek from another thread while one polled hung here."""
+        if not self.on_demand:
+            return
+        self.consumer.resume(self._all())
+        # A resumed partition may wait a second for its next fetch; a seek starts one.
+        for partition, offset in self.read_to.items():
+            self.consumer.seek(TopicPartition(self.topic, partition, offset or OFFSET_BEGINNING))
+
+    def rest(self) -> None:
+        """Stop fetching until :meth:`wake` (an on-demand tail)."""
+        if self.on_demand:
+            self.consumer.pause(self._all())
 
     def _ends(self, timeout_s: float = 30.0) -> dict[int, int]:
         """The end offset of every partition, retried while leaders move (new topics)."""
@@ -101,12 +130,16 @@ class TopicTail:
         """Hand every committed record up to the end offsets seen now to ``handle``."""
         ends = self._ends()
         deadline = time.monotonic() + timeout_s
-        while True:
-            if all(self.read_to[p] >= end for p, end in ends.items()):
-                return
-            if time.monotonic() > deadline:
-                raise TailTimeoutError(f"could not catch up with {self.topic} in {timeout_s} s")
-            self.poll(handle, 0.2)
+        if all(self.read_to[p] >= end for p, end in ends.items()):
+            return
+        self.wake()
+        try:
+            while not all(self.read_to[p] >= end for p, end in ends.items()):
+                if time.monotonic() > deadline:
+                    raise TailTimeoutError(f"could not catch up with {self.topic} in {timeout_s} s")
+                self.poll(handle, 0.2)
+        finally:
+            self.rest()
 
     def close(self) -> None:
         self.consumer.close()

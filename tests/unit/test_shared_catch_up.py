@@ -1,0 +1,94 @@
+"""Readers sharing catch-ups still each get one that started after they asked."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import pytest
+
+from streams.sdk.shared_catch_up import SharedCatchUp
+
+
+class Recorder:
+    """A catch-up that takes a while and records when each run started and ended."""
+
+    def __init__(self, takes_s: float = 0.01, fail_first: int = 0) -> None:
+        self.takes_s = takes_s
+        self.fail_first = fail_first
+        self.runs: list[tuple[int, int]] = []  # (start tick, end tick)
+        self.ticks = itertools.count()
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most_at_once = 0
+
+    def tick(self) -> int:
+        with self.lock:
+            return next(self.ticks)
+
+    def __call__(self) -> None:
+        start = self.tick()
+        with self.lock:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        time.sleep(self.takes_s)
+        with self.lock:
+            self.running -= 1
+            failing = self.fail_first > 0
+            self.fail_first -= 1
+        if failing:
+            raise ConnectionError("broker out of reach")
+        self.runs.append((start, self.tick()))
+
+
+def read_concurrently(
+    shared: SharedCatchUp, recorder: Recorder, readers: int
+) -> tuple[list[tuple[int, int]], list[BaseException]]:
+    calls: list[tuple[int, int]] = []
+    failures: list[BaseException] = []
+
+    def reader() -> None:
+        for _ in range(5):
+            asked = recorder.tick()
+            try:
+                shared.wait()
+            except ConnectionError as exc:
+                failures.append(exc)
+                continue
+            calls.append((asked, recorder.tick()))
+
+    threads = [threading.Thread(target=reader) for _ in range(readers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(t.is_alive() for t in threads)
+    return calls, failures
+
+
+@pytest.mark.parametrize("readers", [1, 2, 16])
+def test_every_read_waits_for_a_catch_up_that_started_after_it_asked(readers: int) -> None:
+    recorder = Recorder()
+    calls, failures = read_concurrently(SharedCatchUp(recorder), recorder, readers)
+    assert not failures and len(calls) == readers * 5
+    for asked, returned in calls:
+        assert any(asked < start and end < returned for start, end in recorder.runs), (
+            "a read returned on a catch-up that began before it was called"
+        )
+    assert recorder.most_at_once == 1
+
+
+def test_concurrent_readers_share_catch_ups() -> None:
+    recorder = Recorder(takes_s=0.02)
+    calls, _ = read_concurrently(SharedCatchUp(recorder), recorder, 16)
+    assert len(calls) == 80
+    assert len(recorder.runs) < 40  # one each would be 80
+
+
+def test_a_failed_catch_up_fails_its_runner_and_the_others_run_their_own() -> None:
+    recorder = Recorder(fail_first=1)
+    calls, failures = read_concurrently(SharedCatchUp(recorder), recorder, 8)
+    assert len(failures) == 1 and len(calls) == 39
+    for asked, returned in calls:
+        assert any(asked < start and end < returned for start, end in recorder.runs)
