@@ -235,6 +235,15 @@ def samples() -> list[r.AvroRecord]:
         message="course c1 is full",
         details_json='{"tag":"course:c1"}',
     )
+    target = r.TargetRecord(  # the delivery and the resolution are about one target
+        service_id="svc",
+        tag="course:c1",
+        allocator_lineage_id="lin-1",
+        attempt_id="a1",
+        suid=suid,
+        event_id=event.event_id,
+        identity_digest="ab" * 32,
+    ).target_fields()
     return [
         r.Command(
             service_id="svc",
@@ -279,14 +288,8 @@ def samples() -> list[r.AvroRecord]:
             sent_at=at,
             items=[
                 r.TagDelivery(
-                    service_id="svc",
-                    tag="course:c1",
+                    **target,
                     action="PREPARE",
-                    allocator_lineage_id="lin-1",
-                    attempt_id="a1",
-                    suid=suid,
-                    event_id=event.event_id,
-                    identity_digest="ab" * 32,
                     writer_epoch=3,
                     condition=condition,
                     event=event,
@@ -299,14 +302,8 @@ def samples() -> list[r.AvroRecord]:
             observed_at=at,
             items=[
                 r.TagResolution(
-                    service_id="svc",
-                    tag="course:c1",
+                    **target,
                     status="ABSENT_AND_IRREVOCABLY_FENCED",
-                    allocator_lineage_id="lin-1",
-                    attempt_id="a1",
-                    suid=suid,
-                    event_id=event.event_id,
-                    identity_digest="ab" * 32,
                     tombstone_epoch=0,
                     rejection=error,
                 )

@@ -130,11 +130,15 @@ class TopicTail:
         """Hand every committed record up to the end offsets seen now to ``handle``."""
         ends = self._ends()
         deadline = time.monotonic() + timeout_s
-        if all(self.read_to[p] >= end for p, end in ends.items()):
+
+        def reached() -> bool:
+            return all(self.read_to[p] >= end for p, end in ends.items())
+
+        if reached():
             return
         self.wake()
         try:
-            while not all(self.read_to[p] >= end for p, end in ends.items()):
+            while not reached():
                 if time.monotonic() > deadline:
                     raise TailTimeoutError(f"could not catch up with {self.topic} in {timeout_s} s")
                 self.poll(handle, 0.2)

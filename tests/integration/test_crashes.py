@@ -219,6 +219,18 @@ def own_settings(broker: EmbeddedBroker, placement: str) -> DcbSettings:
     return settings
 
 
+def crash_broker_and_finish(broker: EmbeddedBroker, load: Subscriptions) -> float:
+    """SIGKILL the broker (a crash, not a shutdown) and start it again; once 10 more
+    commits came, let the writers finish. When it was killed."""
+    broker.kill()
+    moment = time.monotonic()
+    broker.start()
+    load.wait_for(len(load.committed()) + 10, timeout_s=240)
+    load.stop()
+    load.join(300)
+    return moment
+
+
 @pytest.mark.parametrize("placement", ["service", "tag"])
 def test_a_broker_sigkill_under_load_loses_and_duplicates_nothing(
     own_broker: EmbeddedBroker, placement: str, tmp_path: Path
@@ -229,12 +241,7 @@ def test_a_broker_sigkill_under_load_loses_and_duplicates_nothing(
     try:
         load = Subscriptions(clients_, writers=8)
         load.wait_for(10)
-        own_broker.kill()  # SIGKILL: a crash, not a shutdown
-        moment = time.monotonic()
-        own_broker.start()
-        load.wait_for(len(load.committed()) + 10, timeout_s=240)
-        load.stop()
-        load.join(300)
+        moment = crash_broker_and_finish(own_broker, load)
     finally:
         close(clients_)
         worker.stop()
@@ -272,12 +279,7 @@ def test_a_zombie_worker_writes_nothing_visible_then_a_broker_crash_restores_who
             "the thawed zombie never found out it had lost its partitions",
         )
         load.wait_for(len(load.committed()) + 5)
-        own_broker.kill()
-        crashed = time.monotonic()
-        own_broker.start()
-        load.wait_for(len(load.committed()) + 10, timeout_s=240)
-        load.stop()
-        load.join(300)
+        crashed = crash_broker_and_finish(own_broker, load)
     finally:
         close(clients_)
         a.stop()

@@ -47,6 +47,7 @@ from streams.model.records import (
 from streams.tags import one_phase
 from streams.tags import store as tag_store
 from streams.tags.table import TagTable, TagTableState
+from tests.ledger_steps import merge
 
 CAPACITY = 2
 STUDENT_LIMIT = 2
@@ -266,16 +267,6 @@ def ledger_input(
         return ledger.apply_resolution(item, now)
     except DcbError:
         return Step()
-
-
-def merge(total: Step, part: Step) -> Step:
-    total.allocations += part.allocations
-    total.deliveries += part.deliveries
-    total.events += part.events
-    total.results += part.results
-    total.completed += part.completed
-    total.certificate = part.certificate or total.certificate
-    return total
 
 
 class Writer:

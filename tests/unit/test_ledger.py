@@ -32,6 +32,7 @@ from streams.reconcile.decision import TargetOutcome, backoff_ms, plan_target
 from streams.tags import one_phase
 from streams.tags import store as tag_store
 from streams.tags.table import TagTable, TagTableState
+from tests.ledger_steps import merge
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 GRACE = 1_000
@@ -77,15 +78,6 @@ class Tags:
             else:
                 answers.append(self.table(group[0].tag).handle(group[0]))
         return answers
-
-
-def merge(total: Step, step: Step) -> Step:
-    total.deliveries += step.deliveries
-    total.events += step.events
-    total.results += step.results
-    total.completed += step.completed
-    total.certificate = step.certificate or total.certificate
-    return total
 
 
 def settle(ledger: IssuanceLedger, resolution: TagResolution, at: datetime = T0) -> Step:
