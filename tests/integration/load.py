@@ -196,6 +196,19 @@ class Subscriptions:
         assert not any(t.is_alive() for t in self._threads), "writers still running"
         assert not self.errors, self.errors
 
+    def wait_in_flight(self, timeout_s: float = 30) -> None:
+        """Block until an append is sent and not yet answered. Writers that share a client
+        read and append in step (their reads share catch-ups, their answers rounds), so
+        an instant with nothing in flight is common: a fault meant to land mid-flight
+        goes right after this."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                if any(a.answered is None for a in self.appends):
+                    return
+            assert time.monotonic() < deadline, "no append in flight"
+            time.sleep(0.001)
+
     def answered_across(self, moment: float) -> list[Append]:
         """Appends sent before ``moment`` and answered after it: work in flight across it."""
         with self._lock:

@@ -159,6 +159,7 @@ def test_two_workers_share_partitions_and_survive_losing_one(
     try:
         load = Subscriptions(clients_, writers=8)
         load.wait_for(12)
+        load.wait_in_flight()
         a.kill()
         moment = time.monotonic()
         load.wait_for(len(load.committed()) + 10)
@@ -220,8 +221,10 @@ def own_settings(broker: EmbeddedBroker, placement: str) -> DcbSettings:
 
 
 def crash_broker_and_finish(broker: EmbeddedBroker, load: Subscriptions) -> float:
-    """SIGKILL the broker (a crash, not a shutdown) and start it again; once 10 more
+    """SIGKILL the broker (a crash, not a shutdown) with an append in flight and start it
+    again; once 10 more
     commits came, let the writers finish. When it was killed."""
+    load.wait_in_flight()
     broker.kill()
     moment = time.monotonic()
     broker.start()
@@ -265,6 +268,7 @@ def test_a_zombie_worker_writes_nothing_visible_then_a_broker_crash_restores_who
         load.wait_for(10)
         zombie = a.child_pid()
         assert zombie is not None
+        load.wait_in_flight()
         os.kill(zombie, signal.SIGSTOP)
         frozen = time.monotonic()
         wait_until(lambda: owns_all(b, settings), 60, "b never took the zombie's partitions")
