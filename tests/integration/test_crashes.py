@@ -222,8 +222,7 @@ def own_settings(broker: EmbeddedBroker, placement: str) -> DcbSettings:
 
 def crash_broker_and_finish(broker: EmbeddedBroker, load: Subscriptions) -> float:
     """SIGKILL the broker (a crash, not a shutdown) with an append in flight and start it
-    again; once 10 more
-    commits came, let the writers finish. When it was killed."""
+    again; once 10 more commits came, let the writers finish. When it was killed."""
     load.wait_in_flight()
     broker.kill()
     moment = time.monotonic()
