@@ -138,6 +138,27 @@ class WorkerSettings(BaseModel):
     )
 
 
+class ProjectionSettings(BaseModel):
+    """The projection runner (``dcb project``)."""
+
+    max_concurrent: int = Field(
+        8, ge=1, description="projections of one process that advance at the same time"
+    )
+    max_batch_records: int = Field(500, ge=1, description="records read per poll")
+    checkpoint_interval_s: float = Field(
+        1.0,
+        gt=0,
+        description="a projection that applied nothing still records how far it read, this "
+        "often (a pass that applied events commits at once)",
+    )
+    crash_at: str | None = Field(
+        None,
+        description="tests only: POINT@N kills the runner (SIGKILL) the N-th time it reaches "
+        "POINT of a commit (before-rows, mid-rows, before-checkpoint, before-commit, "
+        "after-commit)",
+    )
+
+
 class DcbSettings(BaseSettings):
     """All of dcb-streams' configuration."""
 
@@ -153,6 +174,7 @@ class DcbSettings(BaseSettings):
     broker: BrokerSettings = Field(default_factory=BrokerSettings)
     topics: TopicSettings = Field(default_factory=TopicSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    projections: ProjectionSettings = Field(default_factory=ProjectionSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -7,7 +7,7 @@ import os
 
 import typer
 
-from streams.cli import bench, broker, demo, store, topics, worker
+from streams.cli import bench, broker, demo, project, store, topics, worker
 
 app = typer.Typer(
     help="dcb-streams: a Kafka-native event store with Dynamic Consistency Boundaries.",
@@ -17,6 +17,7 @@ app = typer.Typer(
 app.add_typer(broker.app, name="broker")
 app.add_typer(topics.app, name="topics")
 app.add_typer(bench.app, name="bench")
+app.add_typer(project.app, name="project")
 app.command(name="demo")(demo.demo)
 app.command(name="worker")(worker.worker)
 for command in (store.append, store.read, store.certificate, store.reconcile):

@@ -1,0 +1,128 @@
+"""One projection without Kafka: records in, row changes and a checkpoint out.
+
+The runner hands it every record it reads (events and certificates, with partition and
+offset) and asks for a pass: the gate of each service releases what a trusted
+certificate covers, the projector folds it into the rows, and the pass returns the rows
+it changed with the checkpoint that goes with them. What the pass returns is only a
+proposal until the runner has committed it; a crash before that loses nothing, because
+the next process starts again from the last committed checkpoint and rows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from streams.model.records import Certificate, CommittedEvent
+from streams.model.suid import suid_ticks
+from streams.projections.api import ProjectedEvent, Projector, Row
+from streams.projections.certificates import Verdict
+from streams.projections.checkpoint import Checkpoint, ServiceMark
+from streams.projections.gate import ServiceGate
+from streams.projections.safe_window import LagBound, indeterminate
+
+_TICKS_PER = 10_000_000  # .NET ticks per second
+_UNIX_EPOCH_TICKS = 621_355_968_000_000_000  # .NET ticks at 1970-01-01 UTC
+
+
+@dataclass(frozen=True)
+class Pass:
+    changes: dict[str, Row | None]  # row id -> row, None: deleted
+    applied: int
+    gated: str | None
+    checkpoint: Checkpoint
+
+
+class ProjectionCore:
+    def __init__(self, projector: Projector, checkpoint: Checkpoint, rows: dict[str, Row]):
+        self.projector = projector
+        self.rows = rows
+        self.applied = checkpoint.applied
+        self.gates = {s: m.gate(s) for s, m in checkpoint.services.items()}
+        self.events_read = dict(checkpoint.events_offsets)
+        self.certificates_read = dict(checkpoint.certificates_offsets)
+        self.lag = LagBound()
+        self.ignored: Counter[Verdict] = Counter()  # certificates not trusted, by reason
+        self.head: dict[str, str] = {}  # per service, the greatest SUID read
+
+    def _gate(self, service_id: str) -> ServiceGate:
+        if (gate := self.gates.get(service_id)) is None:
+            gate = self.gates[service_id] = ServiceGate(service_id)
+        return gate
+
+    def offer_event(self, record: CommittedEvent, partition: int, offset: int) -> None:
+        self.events_read[partition] = max(self.events_read.get(partition, 0), offset + 1)
+        service = record.service_id
+        if record.suid > self.head.get(service, ""):
+            self.head[service] = record.suid
+        self._gate(service).offer_event(
+            ProjectedEvent.of(record), record.allocator_lineage_id, partition, offset
+        )
+
+    def offer_certificate(
+        self, record: Certificate | None, key_service: str, partition: int, offset: int
+    ) -> Verdict:
+        """``record`` is ``None`` when the bytes did not decode."""
+        self.certificates_read[partition] = max(
+            self.certificates_read.get(partition, 0), offset + 1
+        )
+        verdict = (
+            Verdict.MALFORMED
+            if record is None
+            else self._gate(key_service).offer_certificate(record, key_service)
+        )
+        if verdict not in (Verdict.ACCEPTED, Verdict.UNCHANGED):
+            self.ignored[verdict] += 1
+        return verdict
+
+    def note_end(self, events_read: dict[int, int]) -> None:
+        """The events partitions have been read to these offsets (an end with no record)."""
+        for p, offset in events_read.items():
+            self.events_read[p] = max(self.events_read.get(p, 0), offset)
+
+    def run_pass(self, now: float) -> Pass:
+        """Apply what the gates release, unless the lag bound is past the ceiling."""
+        changes: dict[str, Row | None] = {}
+        applied, reasons = 0, []
+        if indeterminate(self.lag.bound(now)):
+            return Pass({}, 0, "safe_window_ceiling_exceeded", self.checkpoint())
+        for gate in self.gates.values():
+            release = gate.release(self.events_read)
+            if release.gated:
+                reasons.append(release.gated)
+            for event in release.events:
+                self._fold(event, changes)
+            applied += len(release.events)
+            if release.events and (t := gate.trusted) is not None:
+                # How long the first released SUID waited for a certificate to cover it.
+                issued = (suid_ticks(release.events[0].position) - _UNIX_EPOCH_TICKS) / _TICKS_PER
+                self.lag.observe(max(0.0, t.generated_at - issued), t.generated_at)
+        self.applied += applied
+        return Pass(changes, applied, reasons[0] if reasons else None, self.checkpoint())
+
+    def _fold(self, event: ProjectedEvent, changes: dict[str, Row | None]) -> None:
+        p = self.projector
+        if not p.matches(event):
+            return
+        for key in p.keys(event):
+            row = self.rows.get(key)
+            after = p.apply(p.initial(key) if row is None else row, event)
+            if after is None:
+                self.rows.pop(key, None)
+            else:
+                self.rows[key] = after
+            changes[key] = after
+
+    def checkpoint(self) -> Checkpoint:
+        events_offsets = dict(self.events_read)
+        for gate in self.gates.values():
+            for p, first_waiting in gate.hold_from().items():
+                events_offsets[p] = min(events_offsets.get(p, first_waiting), first_waiting)
+        return Checkpoint(
+            projection_id=self.projector.id,
+            services={s: ServiceMark.of(g) for s, g in self.gates.items()},
+            events_offsets=events_offsets,
+            certificates_offsets=dict(self.certificates_read),
+            applied=self.applied,
+            rows=len(self.rows),
+        )

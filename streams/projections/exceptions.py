@@ -1,0 +1,45 @@
+"""Errors of projections, each with a stable ``code``."""
+
+from __future__ import annotations
+
+from streams.errors import DcbError
+
+
+class ProjectionError(DcbError):
+    code = "projection_error"
+
+
+class InvalidProjectionIdError(ProjectionError):
+    """An id must be usable in a topic name: it names the projection's row topic."""
+
+    code = "invalid_projection_id"
+
+
+class DuplicateProjectionError(ProjectionError):
+    code = "duplicate_projection_id"
+
+
+class UnknownProjectionError(ProjectionError):
+    code = "unknown_projection"
+
+
+class RegistryLoadError(ProjectionError):
+    """``--app module:attribute`` did not name a projector registry."""
+
+    code = "projection_registry_not_found"
+
+
+class ProjectionFencedError(ProjectionError):
+    """A newer runner (or a rebuild) of the same projection took over: this one stops."""
+
+    code = "projection_fenced"
+
+
+class CorruptCheckpointError(ProjectionError):
+    code = "corrupt_projection_checkpoint"
+
+
+class ProjectionResetError(ProjectionError):
+    """Another writer (a rebuild) wrote the projection's checkpoint: restore from it."""
+
+    code = "projection_reset"

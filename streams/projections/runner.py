@@ -1,0 +1,409 @@
+"""``dcb project``: the Kafka shell around :class:`~streams.projections.core.ProjectionCore`.
+
+Each projection has its own consumer of ``dcb.events`` and ``dcb.certificates`` (every
+partition, assigned, no group: its positions are in its checkpoint) and its own
+transactional producer, ``transactional.id`` = ``dcb-projection-<topic prefix><id>``.
+A pass's changed rows (to the compacted ``<prefix>projection.<id>``, key = row id,
+tombstone = deleted) and its checkpoint (to the compacted
+``<prefix>projection-checkpoints``, key = projection id) go in one transaction, so rows
+and checkpoint are committed together or not at all. A runner starting (or a rebuild)
+with the same transactional id fences the one before and aborts what it left open; it
+then reads rows and checkpoint to their committed end and reads on from the checkpoint's
+offsets. Any failed transaction is handled the same way: the projection forgets what it
+had not committed and restores.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from streams.codec import codec_from_settings
+from streams.errors import CodecError
+from streams.kafka import clients
+from streams.kafka.topic_admin import ensure_topics
+from streams.kafka.topic_catalog import TopicLayout, TopicRole, topic_name
+from streams.model.records import Certificate, CommittedEvent
+from streams.projections.api import Projector, ProjectorRegistry, Row
+from streams.projections.checkpoint import Checkpoint
+from streams.projections.core import Pass, ProjectionCore
+from streams.projections.exceptions import (
+    CorruptCheckpointError,
+    ProjectionFencedError,
+    ProjectionResetError,
+)
+from streams.projections.outcomes import Observation, Observer, notify, observation
+from streams.sdk.tail import TopicTail
+from streams.settings import DcbSettings
+
+log = logging.getLogger(__name__)
+
+CRASH_POINTS = ("before-rows", "mid-rows", "before-checkpoint", "before-commit", "after-commit")
+_CONSUMER: dict[str, Any] = {"enable.partition.eof": True, "fetch.wait.max.ms": 50}
+REFENCE_WINDOW_S = 30.0  # fenced again this soon after a restore: another runner is live
+
+
+def rows_topic(settings: DcbSettings, projection_id: str) -> str:
+    return f"{settings.topics.prefix}projection.{projection_id}"
+
+
+def checkpoints_topic(settings: DcbSettings) -> str:
+    return f"{settings.topics.prefix}projection-checkpoints"
+
+
+def transactional_id(settings: DcbSettings, projection_id: str) -> str:
+    return f"dcb-projection-{settings.topics.prefix}{projection_id}"
+
+
+def ensure_projection_topics(settings: DcbSettings, projection_ids: Sequence[str]) -> None:
+    rf = settings.topics.replication_factor
+    layouts = [TopicLayout(checkpoints_topic(settings), 1, rf, "compact")]
+    layouts += [TopicLayout(rows_topic(settings, i), 1, rf, "compact") for i in projection_ids]
+    ensure_topics(clients.admin(settings.resolved_bootstrap_servers), layouts)
+
+
+class CrashPoints:
+    """``POINT@N`` (settings.projections.crash_at): SIGKILL at the N-th time at POINT."""
+
+    def __init__(self, spec: str | None) -> None:
+        self.point, self.left = None, 0
+        if spec:
+            point, _, n = spec.partition("@")
+            if point not in CRASH_POINTS:
+                raise ValueError(f"crash point {point!r} is not one of {', '.join(CRASH_POINTS)}")
+            self.point, self.left = point, int(n or 1)
+
+    def reach(self, point: str) -> None:
+        if point == self.point:
+            self.left -= 1
+            if self.left <= 0:
+                log.warning("crash point %s reached: killing this process", point)
+                os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class Restored:
+    checkpoint: Checkpoint
+    rows: dict[str, Row]
+    checkpoints_end: TopicPartition  # where the checkpoints topic was read to
+
+
+def restore(settings: DcbSettings, projection_id: str) -> Restored:
+    """The committed rows and checkpoint of ``projection_id`` (read after this process's
+    producer fenced the one before, so nothing of it is still open)."""
+    bootstrap = settings.resolved_bootstrap_servers
+    found: list[Checkpoint] = []
+    key = projection_id.encode()
+
+    def keep(message: Message) -> None:
+        if message.key() != key:
+            return
+        value = message.value()
+        if value is None:  # a deleted projection: start from nothing
+            found.clear()
+            return
+        try:
+            found[:] = [Checkpoint.model_validate_json(value)]
+        except ValueError as exc:
+            raise CorruptCheckpointError(
+                f"checkpoint of {projection_id} does not parse: {exc}", projection_id=projection_id
+            ) from exc
+
+    rows: dict[str, Row] = {}
+
+    def fold(message: Message) -> None:
+        row_id = (message.key() or b"").decode()
+        value = message.value()
+        if value is None:
+            rows.pop(row_id, None)
+        else:
+            rows[row_id] = json.loads(value)
+
+    sources = (
+        (checkpoints_topic(settings), keep, key),
+        (rows_topic(settings, projection_id), fold, None),
+    )
+    ends = []
+    for topic, handle, only in sources:
+        tail = TopicTail(bootstrap, topic, key=only)
+        try:
+            tail.catch_up(handle, timeout_s=60)
+            ends += [TopicPartition(topic, p, end) for p, end in tail.read_to.items()]
+        finally:
+            tail.close()
+    checkpoint = found[0] if found else Checkpoint(projection_id=projection_id)
+    if checkpoint.rows != len(rows):
+        raise CorruptCheckpointError(
+            f"checkpoint of {projection_id} counts {checkpoint.rows} rows, "
+            f"its topic has {len(rows)}",
+            projection_id=projection_id,
+        )
+    return Restored(checkpoint, rows, ends[0])
+
+
+class ProjectionRunner:
+    """One projection, polled by :meth:`poll` (one thread at a time)."""
+
+    def __init__(
+        self,
+        projector: Projector,
+        settings: DcbSettings,
+        observers: Sequence[Observer] = (),
+    ) -> None:
+        self.projector = projector
+        self.settings = settings
+        self.observers = list(observers)
+        self.codec = codec_from_settings(settings)
+        self.crash = CrashPoints(settings.projections.crash_at)
+        self.bootstrap = settings.resolved_bootstrap_servers
+        self.events_topic = topic_name(settings.topics, TopicRole.EVENTS)
+        self.certificates_topic = topic_name(settings.topics, TopicRole.CERTIFICATES)
+        self.checkpoints_topic = checkpoints_topic(settings)
+        self._writer = ""  # this runner's mark on the checkpoints it writes
+        self.last: Observation | None = None
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._restored_at = 0.0
+        self._committed: Checkpoint | None = None
+        self._committed_at = 0.0
+        self.core = self._open()
+
+    def _open(self) -> ProjectionCore:
+        """Fence the runner before, restore what it committed, read on from there."""
+        self.close()
+        self._producer = clients.transactional_producer(
+            self.bootstrap, transactional_id(self.settings, self.projector.id)
+        )
+        restored = restore(self.settings, self.projector.id)
+        checkpoint, rows = restored.checkpoint, restored.rows
+        self._committed, self._committed_at = checkpoint, time.monotonic()
+        self._writer = uuid.uuid4().hex
+        self._restored_at = time.monotonic()
+        consumer = clients.consumer(
+            self.bootstrap,
+            f"dcb-projection-{self.projector.id}",
+            **_CONSUMER,
+        )
+        # The checkpoints too: one written by another (a rebuild) means start again.
+        assignment = [restored.checkpoints_end]
+        for topic, offsets in (
+            (self.events_topic, checkpoint.events_offsets),
+            (self.certificates_topic, checkpoint.certificates_offsets),
+        ):
+            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            assignment += [
+                TopicPartition(topic, p, offsets.get(p, OFFSET_BEGINNING)) for p in partitions
+            ]
+        consumer.assign(assignment)
+        self._consumer = consumer
+        log.info(
+            "projection %s restored: %d rows, %d events applied, reading on from %s",
+            self.projector.id,
+            len(rows),
+            checkpoint.applied,
+            checkpoint.events_offsets or "the beginning",
+        )
+        return ProjectionCore(self.projector, checkpoint, rows)
+
+    def poll(self, timeout_s: float = 0.2) -> Observation:
+        """Read what is there, run one pass, commit it; the poll's one outcome."""
+        at = time.time()
+        try:
+            self._read(timeout_s)
+            done = self.core.run_pass(at)
+            self._commit_if_due(done)
+            seen = observation(self.projector.id, at, done.applied, done.gated)
+        except Exception as exc:
+            seen = observation(self.projector.id, at, 0, None, exc)
+            self._recover(exc)
+        self.last = seen
+        notify(self.observers, seen)
+        return seen
+
+    def _read(self, timeout_s: float) -> None:
+        assert self._consumer is not None
+        batch = self._consumer.consume(self.settings.projections.max_batch_records, timeout_s)
+        for message in batch:
+            topic, partition = message.topic(), message.partition() or 0
+            offset = message.offset() or 0
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(error)
+                if topic == self.events_topic:
+                    self.core.note_end({partition: offset})
+                continue
+            if topic == self.checkpoints_topic:
+                self._check_owner(message)
+            elif topic == self.events_topic:
+                record = CommittedEvent.from_avro(
+                    self.codec.decode(message.value(), CommittedEvent.schema_name).value
+                )
+                self.core.offer_event(record, partition, offset)
+            else:
+                self._certificate(message, partition, offset)
+
+    def _check_owner(self, message: Message) -> None:
+        if message.key() != self.projector.id.encode():
+            return
+        value = message.value()
+        writer = None if value is None else json.loads(value).get("writer")
+        if writer != self._writer:
+            raise ProjectionResetError(
+                f"projection {self.projector.id}: a checkpoint by another writer (a rebuild?)",
+                projection_id=self.projector.id,
+            )
+
+    def _certificate(self, message: Message, partition: int, offset: int) -> None:
+        key_service = (message.key() or b"").decode(errors="replace")
+        record: Certificate | None
+        try:
+            value = self.codec.decode(message.value(), Certificate.schema_name).value
+            record = Certificate.from_avro(value)
+        except (CodecError, ValueError):
+            record = None
+        verdict = self.core.offer_certificate(record, key_service, partition, offset)
+        if record is None or verdict.value not in ("accepted", "unchanged"):
+            log.warning(
+                "projection %s ignores the certificate at %s[%d]@%d (service %r): %s",
+                self.projector.id,
+                self.certificates_topic,
+                partition,
+                offset,
+                key_service,
+                verdict.value,
+            )
+
+    def _commit_if_due(self, done: Pass) -> None:
+        if not done.applied:
+            waited = time.monotonic() - self._committed_at
+            due = waited >= self.settings.projections.checkpoint_interval_s
+            if done.checkpoint == self._committed or not due:
+                return
+        self._commit(done)
+
+    def _commit(self, done: Pass) -> None:
+        producer = self._producer
+        assert producer is not None
+        self.crash.reach("before-rows")
+        producer.begin_transaction()
+        rows = rows_topic(self.settings, self.projector.id)
+        for n, (row_id, row) in enumerate(done.changes.items()):
+            value = None if row is None else json.dumps(row, sort_keys=True).encode()
+            producer.produce(rows, key=row_id.encode(), value=value)
+            if n == 0 and len(done.changes) > 1:
+                producer.flush(10)  # on the broker, uncommitted, when the crash comes
+                self.crash.reach("mid-rows")
+        self.crash.reach("before-checkpoint")
+        producer.produce(
+            checkpoints_topic(self.settings),
+            key=self.projector.id.encode(),
+            value=done.checkpoint.model_copy(update={"writer": self._writer})
+            .model_dump_json()
+            .encode(),
+        )
+        self.crash.reach("before-commit")
+        producer.commit_transaction(30)
+        self.crash.reach("after-commit")
+        self._committed, self._committed_at = done.checkpoint, time.monotonic()
+
+    def _recover(self, exc: Exception) -> None:
+        """Forget what was not committed: fence, restore, read on from the checkpoint."""
+        fenced = isinstance(exc, KafkaException) and exc.args[0].fatal()
+        if fenced and time.monotonic() - self._restored_at < REFENCE_WINDOW_S:
+            raise ProjectionFencedError(
+                f"projection {self.projector.id} was fenced twice within {REFENCE_WINDOW_S:.0f} s:"
+                " another runner of it is live",
+                projection_id=self.projector.id,
+            ) from exc
+        log.warning("projection %s: %s; restoring from its checkpoint", self.projector.id, exc)
+        try:
+            self.core = self._open()
+        except Exception:
+            log.exception("projection %s could not restore; trying again", self.projector.id)
+            time.sleep(1)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        self._producer = None
+
+
+def rebuild(settings: DcbSettings, projection_id: str) -> int:
+    """Start ``projection_id`` again from the beginning of history: in one transaction,
+    delete its rows and reset its checkpoint. The transactional id fences a runner of it
+    that is live; that runner restores the empty state and replays. Returns rows deleted."""
+    ensure_projection_topics(settings, [projection_id])
+    producer = clients.transactional_producer(
+        settings.resolved_bootstrap_servers, transactional_id(settings, projection_id)
+    )
+    rows = restore(settings, projection_id).rows
+    producer.begin_transaction()
+    for row_id in rows:
+        producer.produce(rows_topic(settings, projection_id), key=row_id.encode(), value=None)
+    fresh = Checkpoint(projection_id=projection_id)
+    producer.produce(
+        checkpoints_topic(settings),
+        key=projection_id.encode(),
+        value=fresh.model_dump_json().encode(),
+    )
+    producer.commit_transaction(30)
+    log.info("projection %s reset: %d rows deleted", projection_id, len(rows))
+    return len(rows)
+
+
+def run_projections(
+    registry: ProjectorRegistry,
+    settings: DcbSettings,
+    stop: threading.Event,
+    observers: Sequence[Observer] = (),
+) -> None:
+    """Run every registered projection until ``stop``, each in its own thread; at most
+    ``settings.projections.max_concurrent`` poll at the same time. A projection fenced by
+    another live runner stops this process (exit ``projection_fenced``)."""
+    ensure_projection_topics(settings, registry.ids())
+    slots = threading.Semaphore(settings.projections.max_concurrent)
+    failures: list[BaseException] = []
+
+    def run(projector: Projector) -> None:
+        try:
+            runner = ProjectionRunner(projector, settings, observers)
+            try:
+                while not stop.is_set():
+                    with slots:
+                        runner.poll()
+            finally:
+                runner.close()
+        except BaseException as exc:
+            failures.append(exc)
+            stop.set()
+
+    threads = [
+        threading.Thread(target=run, args=(p,), name=f"projection-{p.id}", daemon=True)
+        for p in registry
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
