@@ -260,6 +260,18 @@ class PostgresStartError(InfraError):
     code = "postgres_start_failed"
 
 
+class ConnectStartError(InfraError):
+    """The Kafka Connect worker could not be fetched, started, or did not answer."""
+
+    code = "connect_start_failed"
+
+
+class ConnectorFailedError(InfraError):
+    """Kafka Connect refused a connector, or its task did not reach RUNNING."""
+
+    code = "connector_failed"
+
+
 class PeerUnavailableError(InfraError):
     """A system the peer bench compares with cannot be had here (say which and why)."""
 

@@ -138,6 +138,31 @@ class WorkerSettings(BaseModel):
     )
 
 
+class ConnectSettings(BaseModel):
+    """The embedded Kafka Connect worker (``dcb connect``) and the sink it runs."""
+
+    debezium_version: str = Field(
+        "3.6.0.Final", description="io.debezium:debezium-connector-jdbc plugin bundle version"
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(8083, description="REST port")
+    heap: str = Field("512m", description="JVM -Xmx for the Connect worker")
+    data_dir: Path | None = Field(
+        None, description="config, log and pid file; default <cache_dir>/connect-<port>"
+    )
+    group_id: str = Field("dcb-connect", description="Connect cluster group; names its topics")
+    start_timeout_s: float = 120.0
+    jdbc_url: str = Field(
+        "jdbc:postgresql://127.0.0.1:5432/postgres",
+        description="the database a sink writes projections into",
+    )
+    jdbc_user: str = "postgres"
+    jdbc_password: str = ""
+
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
 class ProjectionSettings(BaseModel):
     """The projection runner (``dcb project``)."""
 
@@ -175,6 +200,7 @@ class DcbSettings(BaseSettings):
     topics: TopicSettings = Field(default_factory=TopicSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     projections: ProjectionSettings = Field(default_factory=ProjectionSettings)
+    connect: ConnectSettings = Field(default_factory=ConnectSettings)
 
     @classmethod
     def settings_customise_sources(

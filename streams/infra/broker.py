@@ -10,10 +10,7 @@ file, and only when its command line is still ours (pids get reused).
 from __future__ import annotations
 
 import base64
-import contextlib
 import logging
-import os
-import signal
 import socket
 import subprocess
 import time
@@ -22,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streams.errors import BrokerAlreadyRunningError, BrokerPortInUseError, BrokerStartError
+from streams.infra.java_process import RecordedProcess, java_command
 from streams.infra.maven import MavenArtifact, fetch_runtime_closure, is_fetched
 from streams.kafka.clients import broker_answers
 from streams.settings import BrokerSettings
@@ -108,22 +106,12 @@ class EmbeddedBroker:
         return fetch_runtime_closure(self.artifacts(), self.kafka_home)
 
     # --- status --------------------------------------------------------------
-    def _recorded_pid(self) -> int | None:
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        return pid if self._is_our_process(pid) else None
-
-    def _is_our_process(self, pid: int) -> bool:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            return False
-        return _MAIN_CLASS.encode() in cmdline and str(self._config_file).encode() in cmdline
+    @property
+    def process(self) -> RecordedProcess:
+        return RecordedProcess(self.pid_file, _MAIN_CLASS, self._config_file)
 
     def status(self) -> BrokerStatus:
-        pid = self._recorded_pid()
+        pid = self.process.pid()
         return BrokerStatus(
             running=pid is not None,
             pid=pid,
@@ -166,18 +154,13 @@ class EmbeddedBroker:
         )
 
     def _java(self, main_class: str, *args: str) -> list[str]:
-        libs = self.kafka_home / "libs"
-        return [
-            "java",
-            f"-Xmx{self.settings.heap}",
-            "-XX:+UseG1GC",
-            "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
-            "-cp",
-            f"{libs}/*",
+        return java_command(
+            f"{self.kafka_home / 'libs'}/*",
+            self.settings.heap,
+            self.data_dir / "log4j2.properties",
             main_class,
             *args,
-        ]
+        )
 
     def _write_config(self) -> None:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -257,7 +240,7 @@ class EmbeddedBroker:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        self.pid_file.write_text(f"{proc.pid}\n")
+        self.process.record(proc.pid)
         self._wait_ready(proc)
         log.info("broker pid %s ready at %s", proc.pid, self.settings.bootstrap_servers)
         return self.status()
@@ -284,38 +267,8 @@ class EmbeddedBroker:
     # --- stop ----------------------------------------------------------------
     def stop(self, timeout_s: float = 30.0) -> bool:
         """Stop the recorded broker (SIGTERM, then SIGKILL); False when none was running."""
-        pid = self._recorded_pid()
-        if pid is None:
-            self.pid_file.unlink(missing_ok=True)
-            return False
-        with contextlib.suppress(ProcessLookupError):  # it may have ended on its own
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and self._is_our_process(pid):
-            _reap(pid)
-            time.sleep(0.1)
-        if self._is_our_process(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            while self._is_our_process(pid):
-                _reap(pid)
-                time.sleep(0.05)
-        self.pid_file.unlink(missing_ok=True)
-        return True
+        return self.process.stop(timeout_s)
 
     def kill(self) -> None:
         """SIGKILL the broker (crash tests), leaving its storage as a crash would."""
-        pid = self._recorded_pid()
-        if pid is None:
-            return
-        os.kill(pid, signal.SIGKILL)
-        while self._is_our_process(pid):
-            _reap(pid)
-            time.sleep(0.05)
-        self.pid_file.unlink(missing_ok=True)
-
-
-def _reap(pid: int) -> None:
-    """Collect the exit status when the broker is our own child, so it leaves no zombie."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
+        self.process.kill()

@@ -83,6 +83,7 @@ class ProjectionCore:
     def run_pass(self, now: float) -> Pass:
         """Apply what the gates release, unless the lag bound is past the ceiling."""
         changes: dict[str, Row | None] = {}
+        new: set[str] = set()  # rows this pass created
         applied, reasons = 0, []
         if indeterminate(self.lag.bound(now)):
             return Pass({}, 0, "safe_window_ceiling_exceeded", self.checkpoint())
@@ -91,21 +92,26 @@ class ProjectionCore:
             if release.gated:
                 reasons.append(release.gated)
             for event in release.events:
-                self._fold(event, changes)
+                self._fold(event, changes, new)
             applied += len(release.events)
             if release.events and (t := gate.trusted) is not None:
                 # How long the first released SUID waited for a certificate to cover it.
                 issued = (suid_ticks(release.events[0].position) - _UNIX_EPOCH_TICKS) / _TICKS_PER
                 self.lag.observe(max(0.0, t.generated_at - issued), t.generated_at)
         self.applied += applied
+        for key in new:
+            if changes[key] is None:  # created and deleted in this pass
+                del changes[key]
         return Pass(changes, applied, reasons[0] if reasons else None, self.checkpoint())
 
-    def _fold(self, event: ProjectedEvent, changes: dict[str, Row | None]) -> None:
+    def _fold(self, event: ProjectedEvent, changes: dict[str, Row | None], new: set[str]) -> None:
         p = self.projector
         if not p.matches(event):
             return
         for key in p.keys(event):
             row = self.rows.get(key)
+            if row is None and key not in changes:
+                new.add(key)  # no committed row: deleting it again publishes nothing
             after = p.apply(p.initial(key) if row is None else row, event)
             if after is None:
                 self.rows.pop(key, None)

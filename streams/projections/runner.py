@@ -4,7 +4,7 @@ Each projection has its own consumer of ``dcb.events`` and ``dcb.certificates`` 
 partition, assigned, no group: its positions are in its checkpoint) and its own
 transactional producer, ``transactional.id`` = ``dcb-projection-<topic prefix><id>``.
 A pass's changed rows (to the compacted ``<prefix>projection.<id>``, key = row id,
-tombstone = deleted) and its checkpoint (to the compacted
+tombstone = deleted, in Kafka Connect's JSON: ``row_format``) and its checkpoint (to the compacted
 ``<prefix>projection-checkpoints``, key = projection id) go in one transaction, so rows
 and checkpoint are committed together or not at all. A runner starting (or a rebuild)
 with the same transactional id fences the one before and aborts what it left open; it
@@ -51,6 +51,7 @@ from streams.projections.exceptions import (
     ProjectionResetError,
 )
 from streams.projections.outcomes import Observation, Observer, notify, observation
+from streams.projections.row_format import decode_key, decode_value, encode_key, encode_value
 from streams.sdk.tail import TopicTail
 from streams.settings import DcbSettings
 
@@ -130,12 +131,12 @@ def restore(settings: DcbSettings, projection_id: str) -> Restored:
     rows: dict[str, Row] = {}
 
     def fold(message: Message) -> None:
-        row_id = (message.key() or b"").decode()
+        row_id = decode_key(message.key() or b"")
         value = message.value()
         if value is None:
             rows.pop(row_id, None)
         else:
-            rows[row_id] = json.loads(value)
+            rows[row_id] = decode_value(value)
 
     sources = (
         (checkpoints_topic(settings), keep, key),
@@ -307,8 +308,8 @@ class ProjectionRunner:
         producer.begin_transaction()
         rows = rows_topic(self.settings, self.projector.id)
         for n, (row_id, row) in enumerate(done.changes.items()):
-            value = None if row is None else json.dumps(row, sort_keys=True).encode()
-            producer.produce(rows, key=row_id.encode(), value=value)
+            value = None if row is None else encode_value(row)
+            producer.produce(rows, key=encode_key(row_id), value=value)
             if n == 0 and len(done.changes) > 1:
                 producer.flush(10)  # on the broker, uncommitted, when the crash comes
                 self.crash.reach("mid-rows")
@@ -359,7 +360,7 @@ def rebuild(settings: DcbSettings, projection_id: str) -> int:
     rows = restore(settings, projection_id).rows
     producer.begin_transaction()
     for row_id in rows:
-        producer.produce(rows_topic(settings, projection_id), key=row_id.encode(), value=None)
+        producer.produce(rows_topic(settings, projection_id), key=encode_key(row_id), value=None)
     fresh = Checkpoint(projection_id=projection_id)
     producer.produce(
         checkpoints_topic(settings),

@@ -7,7 +7,6 @@ watermark of ``dcb.events`` and of the projection's own topics, and a fold writt
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -28,6 +27,7 @@ from streams.kafka.topic_catalog import TopicRole, topic_name, topic_specs
 from streams.model.records import Certificate, CommittedEvent, PartitionOffset
 from streams.model.suid import format_suid, ticks
 from streams.projections.checkpoint import Checkpoint
+from streams.projections.row_format import decode_key, decode_value
 from streams.projections.runner import checkpoints_topic, rows_topic
 from streams.sdk import DcbClient
 from streams.settings import DcbSettings
@@ -43,8 +43,8 @@ ROSTERS = "course-rosters"
 class Runner:
     """``dcb project`` as a child process, one log per start."""
 
-    def __init__(self, settings: DcbSettings, workdir: Path) -> None:
-        self.settings, self.workdir, self.runs = settings, workdir, 0
+    def __init__(self, settings: DcbSettings, workdir: Path, app: str = APP) -> None:
+        self.settings, self.workdir, self.app, self.runs = settings, workdir, app, 0
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, crash_at: str | None = None) -> Runner:
@@ -55,7 +55,7 @@ class Runner:
             env["DCB_PROJECTIONS__CRASH_AT"] = crash_at
         log = (self.workdir / f"project-{self.runs}.log").open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streams", "-v", "project", "--app", APP],
+            [sys.executable, "-m", "streams", "-v", "project", "--app", self.app],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -89,11 +89,11 @@ def last_checkpoint(settings: DcbSettings, projection_id: str) -> Checkpoint:
 def committed_rows(settings: DcbSettings, projection_id: str) -> dict[str, dict]:
     rows: dict[str, dict] = {}
     for m in read_to_end(settings.resolved_bootstrap_servers, rows_topic(settings, projection_id)):
-        key = (m.key() or b"").decode()
+        key = decode_key(m.key() or b"")
         if m.value() is None:
             rows.pop(key, None)
         else:
-            rows[key] = json.loads(m.value() or b"")
+            rows[key] = decode_value(m.value() or b"")
     return rows
 
 
@@ -124,14 +124,16 @@ def applied_through(checkpoint: Checkpoint) -> dict[str, str | None]:
     return {s: m.applied_through for s, m in checkpoint.services.items()}
 
 
-def wait_caught_up(settings: DcbSettings, runner: Runner, timeout_s: float = 120) -> None:
+def wait_caught_up(
+    settings: DcbSettings, runner: Runner, timeout_s: float = 120, projection_id: str = ROSTERS
+) -> None:
     """Until the checkpoint has applied every committed event (the load has stopped)."""
     newest: dict[str, str] = defaultdict(str)
     for e in committed_events(settings):
         newest[e.service] = max(newest[e.service], e.suid)
     deadline = time.monotonic() + timeout_s
     while True:
-        through = applied_through(last_checkpoint(settings, ROSTERS))
+        through = applied_through(last_checkpoint(settings, projection_id))
         if all((through.get(s) or "") >= suid for s, suid in newest.items()):
             return
         assert runner.proc is not None and runner.proc.poll() is None, runner.log()[-3000:]
