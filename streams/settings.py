@@ -176,6 +176,10 @@ class ProjectionSettings(BaseModel):
         description="a projection that applied nothing still records how far it read, this "
         "often (a pass that applied events commits at once)",
     )
+    http_host: str = Field("127.0.0.1", description="where the runner serves lag and /metrics")
+    http_port: int = Field(
+        8090, ge=0, description="port of the runner's lag and /metrics endpoint (0: any free one)"
+    )
     crash_at: str | None = Field(
         None,
         description="tests only: POINT@N kills the runner (SIGKILL) the N-th time it reaches "

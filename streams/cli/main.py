@@ -7,7 +7,17 @@ import os
 
 import typer
 
-from streams.cli import bench, broker, connect, demo, project, store, topics, worker
+from streams.cli import (
+    bench,
+    broker,
+    connect,
+    demo,
+    project,
+    projections,
+    store,
+    topics,
+    worker,
+)
 
 app = typer.Typer(
     help="dcb-streams: a Kafka-native event store with Dynamic Consistency Boundaries.",
@@ -19,6 +29,7 @@ app.add_typer(topics.app, name="topics")
 app.add_typer(bench.app, name="bench")
 app.add_typer(project.app, name="project")
 app.add_typer(connect.app, name="connect")
+app.add_typer(projections.app, name="projections")
 app.command(name="demo")(demo.demo)
 app.command(name="worker")(worker.worker)
 for command in (store.append, store.read, store.certificate, store.reconcile):

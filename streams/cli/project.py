@@ -58,8 +58,14 @@ def project(
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
         logging.getLogger("streams.projections").setLevel(logging.INFO)
-        console.print(f"projecting {', '.join(registry.ids())} (stop with Ctrl-C)", style="dim")
-        run_projections(registry, _settings(bootstrap_servers), stop)
+        settings = _settings(bootstrap_servers)
+        http = f"http://{settings.projections.http_host}:{settings.projections.http_port}"
+        console.print(
+            f"projecting {', '.join(registry.ids())}; lag at {http}/projections, metrics at "
+            f"{http}/metrics (stop with Ctrl-C)",
+            style="dim",
+        )
+        run_projections(registry, settings, stop)
 
 
 @app.command()

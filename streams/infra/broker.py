@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streams.errors import BrokerAlreadyRunningError, BrokerPortInUseError, BrokerStartError
-from streams.infra.java_process import RecordedProcess, java_command
+from streams.infra.java_process import RecordedProcess, java_command, log4j2_properties
 from streams.infra.maven import MavenArtifact, fetch_runtime_closure, is_fetched
 from streams.kafka.clients import broker_answers
 from streams.settings import BrokerSettings
@@ -30,20 +30,7 @@ _MAIN_CLASS = "kafka.Kafka"
 PORT_LINGER_S = 15.0
 _STORAGE_TOOL = "kafka.tools.StorageTool"
 
-_LOG4J2 = """\
-status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log_file}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
-logger.kafka.name = kafka
-logger.kafka.level = INFO
-logger.state.name = state.change.logger
-logger.state.level = WARN
-"""
+_LOG_LEVELS = {"kafka": "INFO", "state.change.logger": "WARN"}
 
 
 @dataclass(frozen=True)
@@ -165,7 +152,8 @@ class EmbeddedBroker:
     def _write_config(self) -> None:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         self._config_file.write_text(self._properties())
-        (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_file))
+        log4j2 = log4j2_properties(self.log_file, _LOG_LEVELS)
+        (self.data_dir / "log4j2.properties").write_text(log4j2)
 
     def format_storage(self, cluster_id: str | None = None) -> str:
         """Write the config and format the storage once; return the folder's cluster id.

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from streams.errors import ConnectorFailedError, ConnectStartError, KafkaFetchError
-from streams.infra.java_process import RecordedProcess, java_command
+from streams.infra.java_process import RecordedProcess, java_command, log4j2_properties
 from streams.infra.maven import MavenArtifact, fetch_runtime_closure, is_fetched
 from streams.settings import DcbSettings
 
@@ -38,20 +38,7 @@ _MARKER = ".complete"
 _MIRROR = """<settings><mirrors><mirror><id>central</id><mirrorOf>*</mirrorOf>
 <url>https://repo.maven.apache.org/maven2</url></mirror></mirrors></settings>
 """
-_LOG4J2 = """\
-status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log_file}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
-logger.reflections.name = org.reflections
-logger.reflections.level = ERROR
-logger.hibernate.name = org.hibernate
-logger.hibernate.level = WARN
-"""
+_LOG_LEVELS = {"org.reflections": "ERROR", "org.hibernate": "WARN"}
 
 
 @dataclass(frozen=True)
@@ -182,7 +169,7 @@ class EmbeddedConnect:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._config_file.write_text(self._properties())
         log4j = self.data_dir / "log4j2.properties"
-        log4j.write_text(_LOG4J2.format(log_file=self.log_file))
+        log4j.write_text(log4j2_properties(self.log_file, _LOG_LEVELS))
         command = java_command(
             f"{self.home / 'libs'}/*", self.connect.heap, log4j, MAIN_CLASS, str(self._config_file)
         )

@@ -14,6 +14,23 @@ import time
 from pathlib import Path
 
 
+def log4j2_properties(log_file: Path, levels: dict[str, str]) -> str:
+    """A log4j2 config sending everything to ``log_file``; ``levels``: logger -> level."""
+    lines = [
+        "status = warn",
+        "appender.file.type = File",
+        "appender.file.name = file",
+        f"appender.file.fileName = {log_file}",
+        "appender.file.layout.type = PatternLayout",
+        "appender.file.layout.pattern = [%d] %p %m (%c)%n",
+        "rootLogger.level = INFO",
+        "rootLogger.appenderRef.file.ref = file",
+    ]
+    for n, (logger, level) in enumerate(levels.items()):
+        lines += [f"logger.l{n}.name = {logger}", f"logger.l{n}.level = {level}"]
+    return "\n".join(lines) + "\n"
+
+
 def java_command(
     classpath: str, heap: str, log4j_config: Path, main_class: str, *args: str
 ) -> list[str]:

@@ -75,8 +75,12 @@ class Projector(ABC):
         """The row after ``event`` (``None``: the row is deleted)."""
 
 
+def valid_id(projection_id: str) -> bool:
+    return _ID.fullmatch(projection_id) is not None
+
+
 def _check_id(projection_id: str) -> None:
-    if not _ID.fullmatch(projection_id):
+    if not valid_id(projection_id):
         raise InvalidProjectionIdError(
             f"projection id {projection_id!r} must be 1-100 of a-z, 0-9, '.', '_', '-' "
             "(it names a topic), starting with a letter or digit",

@@ -46,3 +46,5 @@ class Checkpoint(BaseModel):
     applied: int = 0  # events applied since the projection (re)started from nothing
     rows: int = 0
     writer: str = ""  # the runner instance that wrote it (another one's means: restore)
+    lag_peak_s: float = 0.0  # the SafeWindow lag bound's last peak, and when (epoch s)
+    lag_at: float | None = None

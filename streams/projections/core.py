@@ -41,7 +41,7 @@ class ProjectionCore:
         self.gates = {s: m.gate(s) for s, m in checkpoint.services.items()}
         self.events_read = dict(checkpoint.events_offsets)
         self.certificates_read = dict(checkpoint.certificates_offsets)
-        self.lag = LagBound()
+        self.lag = LagBound(checkpoint.lag_peak_s, checkpoint.lag_at)
         self.ignored: Counter[Verdict] = Counter()  # certificates not trusted, by reason
         self.head: dict[str, str] = {}  # per service, the greatest SUID read
 
@@ -119,6 +119,10 @@ class ProjectionCore:
                 self.rows[key] = after
             changes[key] = after
 
+    def waiting(self) -> int:
+        """Events read and not applied yet."""
+        return sum(len(g.waiting) for g in self.gates.values())
+
     def checkpoint(self) -> Checkpoint:
         events_offsets = dict(self.events_read)
         for gate in self.gates.values():
@@ -131,4 +135,6 @@ class ProjectionCore:
             certificates_offsets=dict(self.certificates_read),
             applied=self.applied,
             rows=len(self.rows),
+            lag_peak_s=self.lag.peak_s,
+            lag_at=self.lag.at,
         )

@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from confluent_kafka import (
@@ -50,6 +51,9 @@ from streams.projections.exceptions import (
     ProjectionFencedError,
     ProjectionResetError,
 )
+from streams.projections.http import HealthServer
+from streams.projections.lag import ProjectionLag, projection_lag
+from streams.projections.metrics import RunnerMetrics
 from streams.projections.outcomes import Observation, Observer, notify, observation
 from streams.projections.row_format import decode_key, decode_value, encode_key, encode_value
 from streams.sdk.tail import TopicTail
@@ -168,10 +172,14 @@ class ProjectionRunner:
         projector: Projector,
         settings: DcbSettings,
         observers: Sequence[Observer] = (),
+        metrics: RunnerMetrics | None = None,
     ) -> None:
         self.projector = projector
+        self.metrics = metrics or RunnerMetrics()
+        self.available = False  # restored, and the last poll did not fail
+        self._lock = threading.Lock()  # the core: polled by one thread, read by the endpoint
         self.settings = settings
-        self.observers = list(observers)
+        self.observers = [*observers, self.metrics.observe]
         self.codec = codec_from_settings(settings)
         self.crash = CrashPoints(settings.projections.crash_at)
         self.bootstrap = settings.resolved_bootstrap_servers
@@ -228,12 +236,15 @@ class ProjectionRunner:
         """Read what is there, run one pass, commit it; the poll's one outcome."""
         at = time.time()
         try:
-            self._read(timeout_s)
-            done = self.core.run_pass(at)
+            with self._lock:
+                self._read(timeout_s)
+                done = self.core.run_pass(at)
             self._commit_if_due(done)
             seen = observation(self.projector.id, at, done.applied, done.gated)
+            self.available = True
         except Exception as exc:
             seen = observation(self.projector.id, at, 0, None, exc)
+            self.available = False
             self._recover(exc)
         self.last = seen
         notify(self.observers, seen)
@@ -283,6 +294,7 @@ class ProjectionRunner:
             record = None
         verdict = self.core.offer_certificate(record, key_service, partition, offset)
         if record is None or verdict.value not in ("accepted", "unchanged"):
+            self.metrics.ignored_certificate(self.projector.id, verdict.value)
             log.warning(
                 "projection %s ignores the certificate at %s[%d]@%d (service %r): %s",
                 self.projector.id,
@@ -304,6 +316,7 @@ class ProjectionRunner:
     def _commit(self, done: Pass) -> None:
         producer = self._producer
         assert producer is not None
+        started = time.monotonic()
         self.crash.reach("before-rows")
         producer.begin_transaction()
         rows = rows_topic(self.settings, self.projector.id)
@@ -325,6 +338,7 @@ class ProjectionRunner:
         producer.commit_transaction(30)
         self.crash.reach("after-commit")
         self._committed, self._committed_at = done.checkpoint, time.monotonic()
+        self.metrics.committed(self.projector.id, self._committed_at - started, len(done.changes))
 
     def _recover(self, exc: Exception) -> None:
         """Forget what was not committed: fence, restore, read on from the checkpoint."""
@@ -337,10 +351,27 @@ class ProjectionRunner:
             ) from exc
         log.warning("projection %s: %s; restoring from its checkpoint", self.projector.id, exc)
         try:
-            self.core = self._open()
+            core = self._open()
+            with self._lock:
+                self.core = core
+            self.available = True
         except Exception:
             log.exception("projection %s could not restore; trying again", self.projector.id)
             time.sleep(1)
+
+    def lag(self) -> ProjectionLag | None:
+        """Where the projection stands, from what this runner has read (``None`` while its
+        storage is unavailable). Events behind: read and waiting for a certificate."""
+        if not self.available:
+            return None
+        with self._lock:
+            core = self.core
+            checkpoint = core.checkpoint()
+            heads = {
+                s: (core.head.get(s) or g.applied_through, len(g.waiting))
+                for s, g in core.gates.items()
+            }
+        return projection_lag(checkpoint, heads, time.time())
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -379,15 +410,32 @@ def run_projections(
     observers: Sequence[Observer] = (),
 ) -> None:
     """Run every registered projection until ``stop``, each in its own thread; at most
-    ``settings.projections.max_concurrent`` poll at the same time. A projection fenced by
-    another live runner stops this process (exit ``projection_fenced``)."""
+    ``settings.projections.max_concurrent`` poll at the same time; lag and ``/metrics``
+    served over HTTP. A projection fenced by another live runner stops this process
+    (exit ``projection_fenced``)."""
     ensure_projection_topics(settings, registry.ids())
     slots = threading.Semaphore(settings.projections.max_concurrent)
     failures: list[BaseException] = []
+    metrics = RunnerMetrics()
+    runners: dict[str, ProjectionRunner] = {}
+
+    def lag_of(projection_id: str) -> ProjectionLag | None:
+        runner = runners.get(projection_id)
+        return None if runner is None else runner.lag()
+
+    config = settings.projections
+    health = HealthServer(
+        {i: partial(lag_of, i) for i in registry.ids()},
+        metrics,
+        config.http_host,
+        config.http_port,
+    ).start()
 
     def run(projector: Projector) -> None:
         try:
-            runner = ProjectionRunner(projector, settings, observers)
+            runner = runners[projector.id] = ProjectionRunner(
+                projector, settings, observers, metrics
+            )
             try:
                 while not stop.is_set():
                     with slots:
@@ -399,12 +447,13 @@ def run_projections(
             stop.set()
 
     threads = [
-        threading.Thread(target=run, args=(p,), name=f"projection-{p.id}", daemon=True)
-        for p in registry
+        threading.Thread(target=run, args=(projector,), name=f"projection-{projector.id}")
+        for projector in registry
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    health.stop()
     if failures:
         raise failures[0]

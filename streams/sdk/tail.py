@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import (
@@ -46,6 +46,7 @@ class TopicTail:
         from_end: bool = False,
         key: bytes | None = None,
         on_demand: bool = False,
+        start: Mapping[int, int] | None = None,
     ) -> None:
         # EOF events say where the committed end is (past the last marker).
         overrides: dict[str, Any] = {"enable.partition.eof": True, "fetch.wait.max.ms": 2}
@@ -61,7 +62,7 @@ class TopicTail:
         self.bootstrap_servers = bootstrap_servers
         self.admin = clients.admin(bootstrap_servers)
         # How far each partition has been read (records, transaction markers and all).
-        self.read_to = dict.fromkeys(partitions, 0)
+        self.read_to = {p: (start or {}).get(p, 0) for p in partitions}
         if from_end:  # pin the start now, so nothing produced after this call is missed
             self.read_to = self._ends()
         self.consumer.assign(

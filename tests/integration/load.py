@@ -9,6 +9,7 @@ was in flight, and an oracle can compare the log with what was acknowledged.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import threading
@@ -23,6 +24,7 @@ from streams.model.records import AppendCondition, EventData, QueryItem
 from streams.sdk import DcbClient, Query
 
 CAPACITY = 5  # seats per course
+DECISION_TIMEOUT_S = 90.0  # one writer's retries of one subscription, at most
 LIMIT = 3  # courses per student
 
 
@@ -153,8 +155,14 @@ class Subscriptions:
             raise
 
     def _subscribe(self, client: DcbClient, student: str, course: str) -> None:
+        """Read, decide, append; again after a conflict, backing off: while partitions
+        move (a worker joins or dies) a reservation of an attempt in flight can refuse
+        the same tags for up to the grace window, and fifty quick tries can all meet it."""
         event = subscription(student, course)
-        for _ in range(50):
+        deadline = time.monotonic() + DECISION_TIMEOUT_S
+        for attempt in itertools.count(1):
+            if time.monotonic() > deadline:
+                break
             seen = client.read(self._query(event))
             bodies = [json.loads(e.event.payload) for e in seen]
             in_course = sum(b["course"] == course for b in bodies)
@@ -169,6 +177,7 @@ class Subscriptions:
             record = self._append(client, [subscription(student, course)], seen.head)
             if record.outcome in ("committed", "unanswered"):
                 return
+            time.sleep(min(0.01 * attempt, 0.5))
         raise AssertionError(f"{student} never got an answer for {course}")
 
     # --- what the tests look at ----------------------------------------------------

@@ -7,11 +7,14 @@ watermark of ``dcb.events`` and of the projection's own topics, and a fold writt
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -20,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from streams.codec import AvroCodec, SchemaCatalog
+from streams.infra.ports import free_port
 from streams.infra.worker_process import worker_env
 from streams.kafka import clients
 from streams.kafka.topic_admin import ensure_topics
@@ -45,12 +49,14 @@ class Runner:
 
     def __init__(self, settings: DcbSettings, workdir: Path, app: str = APP) -> None:
         self.settings, self.workdir, self.app, self.runs = settings, workdir, app, 0
+        self.http_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, crash_at: str | None = None) -> Runner:
         self.runs += 1
         env = {**os.environ, **worker_env(self.settings)}
         env["DCB_PROJECTIONS__CHECKPOINT_INTERVAL_S"] = "0.2"
+        env["DCB_PROJECTIONS__HTTP_PORT"] = str(self.http_port)
         if crash_at:
             env["DCB_PROJECTIONS__CRASH_AT"] = crash_at
         log = (self.workdir / f"project-{self.runs}.log").open("wb")
@@ -238,42 +244,54 @@ def _event(service: str, n: int, lineage: str) -> CommittedEvent:
     )
 
 
-def test_untrusted_certificates_never_advance_and_a_rebuild_replays(
-    settings: DcbSettings, tmp_path: Path
-) -> None:
-    """Hand-written records: five events of one service, then certificates, good and not."""
-    bootstrap = settings.resolved_bootstrap_servers
-    ensure_topics(clients.admin(bootstrap), topic_specs(settings.topics))
-    codec = AvroCodec(SchemaCatalog())
-    producer = clients.producer(bootstrap)
-    events_topic = topic_name(settings.topics, TopicRole.EVENTS)
-    certificates_topic = topic_name(settings.topics, TopicRole.CERTIFICATES)
-    events = [_event("shop", n, "lineage-1") for n in range(5)]
-    for e in events:
-        producer.produce(events_topic, key=b"shop", value=codec.encode(e.schema_name, e.to_avro()))
-        producer.flush(10)
-    written = read_to_end(bootstrap, events_topic)
-    partition = written[0].partition() or 0
-    ends = [(m.offset() or 0) + 1 for m in written]
+class HandWritten:
+    """Five events of service ``shop`` written straight to ``dcb.events``; certificates,
+    good or not, written by :meth:`certify`."""
 
-    def certify(upto: int, key: bytes = b"shop", **changes: object) -> None:
+    def __init__(self, settings: DcbSettings) -> None:
+        bootstrap = settings.resolved_bootstrap_servers
+        ensure_topics(clients.admin(bootstrap), topic_specs(settings.topics))
+        self.codec = AvroCodec(SchemaCatalog())
+        self.producer = clients.producer(bootstrap)
+        self.certificates_topic = topic_name(settings.topics, TopicRole.CERTIFICATES)
+        events_topic = topic_name(settings.topics, TopicRole.EVENTS)
+        self.events = [_event("shop", n, "lineage-1") for n in range(5)]
+        for e in self.events:
+            value = self.codec.encode(e.schema_name, e.to_avro())
+            self.producer.produce(events_topic, key=b"shop", value=value)
+            self.producer.flush(10)
+        written = read_to_end(bootstrap, events_topic)
+        self.partition = written[0].partition() or 0
+        self.ends = [(m.offset() or 0) + 1 for m in written]
+
+    def certify(self, upto: int, key: bytes = b"shop", **changes: object) -> None:
         fields: dict[str, object] = {
             "certificate_version": 1,
             "authority": "test",
             "status": "READY",
             "allocator_lineage_id": "lineage-1",
             "service_id": "shop",
-            "closed_prefix_suid": events[upto].suid,
+            "closed_prefix_suid": self.events[upto].suid,
             "unresolved_count": 0,
             "generated_at": datetime.now(UTC),
-            "coverage": [PartitionOffset(partition=partition, offset=ends[upto])],
+            "coverage": [PartitionOffset(partition=self.partition, offset=self.ends[upto])],
         }
         fields.update(changes)
         cert = Certificate(**fields)  # type: ignore[arg-type]
-        producer.produce(
-            certificates_topic, key=key, value=codec.encode(cert.schema_name, cert.to_avro())
-        )
-        producer.flush(10)
+        value = self.codec.encode(cert.schema_name, cert.to_avro())
+        self.producer.produce(self.certificates_topic, key=key, value=value)
+        self.producer.flush(10)
+
+    def junk(self) -> None:
+        self.producer.produce(self.certificates_topic, key=b"shop", value=b"\xc3\x01not avro")
+        self.producer.flush(10)
+
+
+def test_untrusted_certificates_never_advance_and_a_rebuild_replays(
+    settings: DcbSettings, tmp_path: Path
+) -> None:
+    written = HandWritten(settings)
+    certify, events = written.certify, written.events
 
     def students() -> list[str]:
         return committed_rows(settings, ROSTERS).get("shop/course:c1", {}).get("students", [])
@@ -284,8 +302,7 @@ def test_untrusted_certificates_never_advance_and_a_rebuild_replays(
         certify(4, key=b"other")  # read under another service's key
         certify(4, status="UNRECONCILED")
         certify(4, certificate_version=7)
-        producer.produce(certificates_topic, key=b"shop", value=b"\xc3\x01not avro")
-        producer.flush(10)
+        written.junk()
         certify(1)  # the first good one: two events
         deadline = time.monotonic() + 60
         while students() != ["s0", "s1"]:
@@ -318,6 +335,62 @@ def test_untrusted_certificates_never_advance_and_a_rebuild_replays(
             time.sleep(0.3)
         assert students() == [f"s{n}" for n in range(5)]
         assert checkpoint.services["shop"].applied_through == events[4].suid
+    finally:
+        runner.stop()
+
+
+def get(runner: Runner, path: str) -> tuple[int, str]:
+    url = f"http://127.0.0.1:{runner.http_port}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_lag_from_the_runner_and_from_kafka_and_metrics(
+    settings: DcbSettings, tmp_path: Path
+) -> None:
+    """Five events, a certificate over three: two behind, by both accounts."""
+    written = HandWritten(settings)
+    events = written.events
+    written.certify(2)
+    runner = Runner(settings, tmp_path).start()
+    try:
+        deadline = time.monotonic() + 60
+        while last_checkpoint(settings, ROSTERS).applied != 3:
+            assert time.monotonic() < deadline, runner.log()[-3000:]
+            time.sleep(0.3)
+        while (answer := get(runner, f"/projections/{ROSTERS}"))[0] != 200:
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.3)
+        lag = json.loads(answer[1])
+        shop = {s["service_id"]: s for s in lag["services"]}["shop"]
+        assert shop == {
+            "service_id": "shop",
+            "checkpoint_suid": events[2].suid,
+            "head_suid": events[4].suid,
+            "events_behind": 2,
+        }
+        assert lag["events_behind"] == 2 and lag["applied"] == 3
+        status, text = get(runner, "/metrics")
+        assert status == 200
+        assert f'dcb_projection_events_applied_total{{projection="{ROSTERS}"}} 3.0' in text
+        assert get(runner, "/projections/Not%20An%20Id!")[0] == 400
+        assert get(runner, "/projections/unknown")[0] == 404
+        cli = dcb("projections", "lag", "--projection", ROSTERS, "--json", env=worker_env(settings))
+        assert cli.exit_code == 0, cli.stderr
+        [from_kafka] = cli.json
+        assert from_kafka["services"] == lag["services"]
+        written.certify(4)
+        while last_checkpoint(settings, ROSTERS).applied != 5:
+            assert time.monotonic() < deadline, runner.log()[-3000:]
+            time.sleep(0.3)
+        cli = dcb("projections", "lag", "--json", env=worker_env(settings))
+        assert {x["projection_id"]: x["events_behind"] for x in cli.json} == {
+            ROSTERS: 0,
+            "subscription-totals": 0,
+        }
     finally:
         runner.stop()
 
