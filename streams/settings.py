@@ -111,6 +111,12 @@ class WorkerSettings(BaseModel):
     report_interval_s: float = Field(
         30.0, gt=0, description="how often a busy worker logs its rounds and where they went"
     )
+    metrics_port: int | None = Field(
+        None,
+        description="serve Prometheus /metrics on this port of metrics_host (off when unset: "
+        "several workers on one machine would need one each)",
+    )
+    metrics_host: str = "127.0.0.1"
     instance_id: str | None = Field(
         None,
         description="ends the worker's transactional id; a worker started with the id of one "

@@ -32,6 +32,7 @@ def worker_env(settings: DcbSettings) -> dict[str, str]:
         "DCB_WORKER__MAX_BATCH_RECORDS": str(worker.max_batch_records),
         "DCB_WORKER__STALL_TIMEOUT_S": str(worker.stall_timeout_s),
         "DCB_WORKER__ONE_PHASE_IN_ROUND": str(worker.one_phase_in_round).lower(),
+        **({"DCB_WORKER__METRICS_PORT": str(worker.metrics_port)} if worker.metrics_port else {}),
     }
 
 

@@ -43,6 +43,7 @@ from streams.kafka.checkpoint import (
 )
 from streams.kafka.processor import Processor
 from streams.kafka.watchdog import Watchdog
+from streams.kafka.worker_metrics import WorkerMetrics
 from streams.settings import SESSION_TIMEOUT_S, DcbSettings
 
 log = logging.getLogger("streams.worker")
@@ -77,6 +78,10 @@ class Runtime:
         self.stop = threading.Event()
         self.rounds = 0
         self._report = Report(worker.report_interval_s)
+        self.metrics: WorkerMetrics | None = None
+        if worker.metrics_port is not None:
+            self.metrics = WorkerMetrics(settings, codec)
+            self.metrics.serve(worker.metrics_host, worker.metrics_port)
         self._ready = False
         self._failure: BaseException | None = None  # raised inside a rebalance callback
         self._rebalances = 0
@@ -151,6 +156,8 @@ class Runtime:
             self.checkpoint.commit(out, offsets, started)
         self.rounds += 1
         self._report.add(len(messages), len(out.outputs), self.checkpoint.spent)
+        if self.metrics is not None:
+            self.metrics.round(len(messages), out.outputs, started)
 
     def _take(self, timeout_s: float) -> list[Message]:
         """What is ready: wait for the first record, then take the rest without waiting."""
