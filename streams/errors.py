@@ -260,6 +260,10 @@ class PostgresStartError(InfraError):
     code = "postgres_start_failed"
 
 
+class PostgresQueryError(InfraError):
+    code = "postgres_query_failed"
+
+
 class ConnectStartError(InfraError):
     """The Kafka Connect worker could not be fetched, started, or did not answer."""
 

@@ -176,6 +176,12 @@ class ProjectionSettings(BaseModel):
         8, ge=1, description="projections of one process that advance at the same time"
     )
     max_batch_records: int = Field(500, ge=1, description="records read per poll")
+    max_apply_per_pass: int = Field(
+        5_000,
+        ge=1,
+        description="events one pass applies at most (one transaction): a catch-up over a "
+        "long history goes in bounded transactions",
+    )
     checkpoint_interval_s: float = Field(
         1.0,
         gt=0,

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from streams.bench.commit import CommitBenchReport
+from streams.bench.projections import ProjectionBenchReport
 from streams.bench.scale import ScaleBenchReport
 from streams.errors import DcbError
 
@@ -30,15 +31,7 @@ def write_json(report: BaseModel, out_dir: Path, name: str = "commit.json") -> P
     return path
 
 
-def rate_and_p99_plot(
-    path: Path,
-    title: str,
-    rate_axis: tuple[str, str],
-    p99_axis: tuple[str, str],
-    p99_target_ms: float,
-    draw: Callable[[Any, Any], None],
-) -> Path:
-    """Two panels against writers; ``draw(rate_ax, p99_ax)`` plots the lines."""
+def _pyplot() -> Any:
     try:
         import matplotlib
 
@@ -48,6 +41,19 @@ def rate_and_p99_plot(
         raise PlotUnavailableError(
             "matplotlib is not installed: pip install -e '.[bench]' (JSON written anyway)"
         ) from exc
+    return plt
+
+
+def rate_and_p99_plot(
+    path: Path,
+    title: str,
+    rate_axis: tuple[str, str],
+    p99_axis: tuple[str, str],
+    p99_target_ms: float,
+    draw: Callable[[Any, Any], None],
+) -> Path:
+    """Two panels against writers; ``draw(rate_ax, p99_ax)`` plots the lines."""
+    plt = _pyplot()
     fig, (rate, p99) = plt.subplots(1, 2, figsize=(12, 4.8))
     draw(rate, p99)
     for ax, (name, unit) in ((rate, rate_axis), (p99, p99_axis)):
@@ -136,3 +142,32 @@ def write_scale_plot(report: ScaleBenchReport, out_dir: Path) -> Path:
         250,
         families_drawn(families),
     )
+
+
+def write_projection_plot(report: ProjectionBenchReport, out_dir: Path) -> Path:
+    """Events/s gated vs ungated; commit -> applied and commit -> PostgreSQL p50 / p99."""
+    plt = _pyplot()
+    t, lat, m = report.throughput, report.latency, report.machine
+    fig, (rate, latency) = plt.subplots(1, 2, figsize=(12, 4.8))
+    rate.bar(["ungated consumer", "gated runner"], [t.ungated_events_per_s, t.gated_events_per_s])
+    rate.set_ylabel("events/s")
+    rate.set_title(f"the same {t.events} events: gated / ungated = {t.ratio:.2f} (aim >= 0.8)")
+    labels = ["commit -> applied", "commit -> row in PostgreSQL"]
+    x = range(len(labels))
+    p50 = [lat.commit_to_applied_p50_ms, lat.commit_to_postgres_p50_ms]
+    p99 = [lat.commit_to_applied_p99_ms, lat.commit_to_postgres_p99_ms]
+    latency.bar([i - 0.2 for i in x], p50, width=0.4, label="p50")
+    latency.bar([i + 0.2 for i in x], p99, width=0.4, label="p99")
+    latency.set_xticks(list(x), labels)
+    latency.set_ylabel("ms")
+    latency.set_title(
+        f"{lat.commits} commits by {report.plan.writers} writers (aims: p99 500 ms / 2,000 ms)"
+    )
+    latency.legend()
+    fig.suptitle(f"dcb bench projections; {m['cpus']} CPUs, {m['platform']}", fontsize=9)
+    fig.tight_layout()
+    path = out_dir / "projections.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

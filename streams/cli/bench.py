@@ -27,7 +27,14 @@ from streams.bench.peers.bench import PeerBenchReport, PeerPlan, run_peers_bench
 from streams.bench.peers.dcb_streams import DcbStreams
 from streams.bench.peers.eventsourcing_pg import EventsourcingPostgres
 from streams.bench.peers.umadb import UmaDb
-from streams.bench.report import PlotUnavailableError, write_json, write_plot, write_scale_plot
+from streams.bench.projections import ProjectionBenchReport, ProjectionPlan, run_projection_bench
+from streams.bench.report import (
+    PlotUnavailableError,
+    write_json,
+    write_plot,
+    write_projection_plot,
+    write_scale_plot,
+)
 from streams.bench.scale import (
     DEFAULT_LAYOUTS,
     Layout,
@@ -219,6 +226,50 @@ def scale(
             [write_json(report, out, "scale.json")], lambda: write_scale_plot(report, out)
         )
         emit(as_json, report.model_dump(mode="json"), lambda: _print_scale(report, written))
+
+
+@app.command()
+def projections(
+    events: Annotated[int, typer.Option(min=100, help="Events of the throughput stream.")] = 20_000,
+    writers: Annotated[int, typer.Option(min=1, help="Writers of the latency run.")] = 8,
+    measure: Annotated[float, typer.Option(help="Seconds of the latency run.")] = 20.0,
+    out: Annotated[Path, typer.Option(help="Folder of projections.json and .png.")] = Path(
+        "bench/results"
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """The gated runner against an ungated consumer of the same stream, and commit -> applied
+    and commit -> row in PostgreSQL (through Kafka Connect) under load."""
+    plan = ProjectionPlan(events=events, writers=writers, measure_s=measure)
+    with _bench_run(as_json, "dcb-bench-projections") as (settings, scratch):
+        with embedded_broker(settings, False, as_json), _progress(as_json) as bar:
+            task = bar.add_task("benchmarking projections", total=plan.seconds)
+            report = run_projection_bench(settings, plan, scratch, lambda s: bar.advance(task, s))
+        written = _with_plot(
+            [write_json(report, out, "projections.json")],
+            lambda: write_projection_plot(report, out),
+        )
+        emit(as_json, report.model_dump(mode="json"), lambda: _print_projections(report, written))
+
+
+def _print_projections(report: ProjectionBenchReport, written: list[Path]) -> None:
+    t, lat = report.throughput, report.latency
+    table = Table("measure", "value", "aim", title="dcb bench projections")
+    table.add_row("ungated consumer, events/s", f"{t.ungated_events_per_s:,.0f}", "")
+    table.add_row("gated runner, events/s", f"{t.gated_events_per_s:,.0f}", "")
+    table.add_row("gated / ungated", f"{t.ratio:.2f}", ">= 0.80")
+    table.add_row(
+        "commit -> applied p50 / p99 ms",
+        f"{lat.commit_to_applied_p50_ms} / {lat.commit_to_applied_p99_ms}",
+        "p99 <= 500",
+    )
+    table.add_row(
+        "commit -> row in PostgreSQL p50 / p99 ms",
+        f"{lat.commit_to_postgres_p50_ms} / {lat.commit_to_postgres_p99_ms}",
+        "p99 <= 2000",
+    )
+    console.print(table)
+    console.print(f"{lat.commits} commits measured; written: {', '.join(map(str, written))}")
 
 
 def _layouts(text: str) -> list[Layout]:

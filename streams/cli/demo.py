@@ -32,7 +32,30 @@ def settled_certificate(client: DcbClient) -> Certificate | None:
     return certificate
 
 
+app = typer.Typer(
+    help="The course-subscription example, end to end; `dcb demo projections`: its read "
+    "model arriving in PostgreSQL.",
+    no_args_is_help=False,
+)
+
+
+def student_wishes(
+    students: int, capacity_of: dict[str, int], limit: int, seed: int
+) -> list[tuple[str, str]]:
+    """Each student wants one course more than the limit allows, in a shuffled order."""
+    rng = random.Random(seed)
+    wishes = [
+        (f"s{s + 1}", course)
+        for s in range(students)
+        for course in rng.sample(sorted(capacity_of), min(limit + 1, len(capacity_of)))
+    ]
+    rng.shuffle(wishes)
+    return wishes
+
+
+@app.callback(invoke_without_command=True)
 def demo(
+    ctx: typer.Context,
     keep_broker: Annotated[
         bool, typer.Option(help="Leave the broker running when the demo started it.")
     ] = False,
@@ -45,16 +68,12 @@ def demo(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Start the broker and a worker, then let concurrent students subscribe to courses."""
+    if ctx.invoked_subcommand is not None:
+        return
     settings = DcbSettings()
     service = f"demo-{uuid.uuid4().hex[:8]}"
     capacity_of = {f"c{i + 1}": capacity for i in range(courses)}
-    rng = random.Random(seed)
-    wishes = [
-        (f"s{s + 1}", course)
-        for s in range(students)
-        for course in rng.sample(sorted(capacity_of), min(limit + 1, courses))
-    ]
-    rng.shuffle(wishes)
+    wishes = student_wishes(students, capacity_of, limit, seed)
     log = settings.broker.cache_dir / "demo-worker.log"
     with (
         reported(as_json),

@@ -12,6 +12,7 @@ from streams.cli import (
     broker,
     connect,
     demo,
+    demo_projections,
     project,
     projections,
     store,
@@ -30,7 +31,8 @@ app.add_typer(bench.app, name="bench")
 app.add_typer(project.app, name="project")
 app.add_typer(connect.app, name="connect")
 app.add_typer(projections.app, name="projections")
-app.command(name="demo")(demo.demo)
+app.add_typer(demo.app, name="demo")
+demo.app.command(name="projections")(demo_projections.projections)
 app.command(name="worker")(worker.worker)
 for command in (store.append, store.read, store.certificate, store.reconcile):
     app.command()(command)

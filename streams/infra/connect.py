@@ -254,5 +254,9 @@ class EmbeddedConnect:
             time.sleep(0.5)
         raise ConnectorFailedError(f"connector {name} not RUNNING in {timeout_s:.0f} s: {state}")
 
+    def remove(self, name: str) -> None:
+        """Delete connector ``name`` (its offsets stay in Connect's offsets topic)."""
+        self._call("DELETE", f"/connectors/{name}")
+
     def connectors(self) -> list[str]:
         return list(self._call("GET", "/connectors"))

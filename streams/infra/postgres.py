@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from streams.errors import PostgresStartError
+from streams.errors import PostgresQueryError, PostgresStartError
 from streams.infra.ports import free_port
 
 
@@ -75,6 +75,22 @@ class LocalPostgres:
         options = f"-h 127.0.0.1 -p {self.port} -k {self.folder}"
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
         return self
+
+    def query(self, sql: str) -> list[list[str]]:
+        """Rows of ``sql`` as text, through ``psql`` (no Python driver needed)."""
+        done = subprocess.run(
+            [
+                *(str(self.bindir / "psql"), "-h", "127.0.0.1", "-p", str(self.port)),
+                *("-U", self.user, "-d", "postgres", "-AtX", "-F", "\t"),
+                *("-v", "ON_ERROR_STOP=1", "-c", sql),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise PostgresQueryError(f"psql failed: {done.stderr.strip()[-2000:]}", sql=sql)
+        return [line.split("\t") for line in done.stdout.splitlines()]
 
     def pid(self) -> int | None:
         """The postmaster's pid (its backends are its children)."""

@@ -7,6 +7,7 @@ nothing from the round loop.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 
@@ -20,6 +21,7 @@ from streams.model.suid import suid_ticks, ticks
 from streams.settings import DcbSettings
 
 _TICKS_PER_S = 10_000_000
+log = logging.getLogger(__name__)
 
 
 class WorkerMetrics:
@@ -30,7 +32,7 @@ class WorkerMetrics:
         self.rounds = Counter("dcb_worker_rounds", "Rounds committed.", registry=r)
         self.records_in = Counter("dcb_worker_records_in", "Records taken.", registry=r)
         self.records_out = Counter(
-            "dcb_worker_records_out", "Records sent, by topic.", ["topic"], registry=r
+            "dcb_worker_records_out", "Records sent, by topic role.", ["role"], registry=r
         )
         self.commits = Counter(
             "dcb_worker_events_committed", "Events published on dcb.events.", registry=r
@@ -70,6 +72,13 @@ class WorkerMetrics:
         start_http_server(port, host, registry=self.registry)
 
     def round(self, taken: int, outputs: Sequence[Output], started: float) -> None:
+        """Count a committed round. Metrics never stop a worker: a failure here is logged."""
+        try:
+            self._round(taken, outputs, started)
+        except Exception:
+            log.exception("worker metrics could not count a round")
+
+    def _round(self, taken: int, outputs: Sequence[Output], started: float) -> None:
         self.rounds.inc()
         self.records_in.inc(taken)
         self.batch.observe(taken)

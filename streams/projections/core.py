@@ -10,6 +10,7 @@ the next process starts again from the last committed checkpoint and rows.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 
@@ -34,7 +35,13 @@ class Pass:
 
 
 class ProjectionCore:
-    def __init__(self, projector: Projector, checkpoint: Checkpoint, rows: dict[str, Row]):
+    def __init__(
+        self,
+        projector: Projector,
+        checkpoint: Checkpoint,
+        rows: dict[str, Row],
+        max_per_pass: int | None = None,
+    ):
         self.projector = projector
         self.rows = rows
         self.applied = checkpoint.applied
@@ -44,6 +51,7 @@ class ProjectionCore:
         self.lag = LagBound(checkpoint.lag_peak_s, checkpoint.lag_at)
         self.ignored: Counter[Verdict] = Counter()  # certificates not trusted, by reason
         self.head: dict[str, str] = {}  # per service, the greatest SUID read
+        self.max_per_pass = max_per_pass  # events a pass applies at most (None: all)
 
     def _gate(self, service_id: str) -> ServiceGate:
         if (gate := self.gates.get(service_id)) is None:
@@ -88,15 +96,20 @@ class ProjectionCore:
         if indeterminate(self.lag.bound(now)):
             return Pass({}, 0, "safe_window_ceiling_exceeded", self.checkpoint())
         for gate in self.gates.values():
-            release = gate.release(self.events_read)
+            left = None if self.max_per_pass is None else max(self.max_per_pass - applied, 0)
+            if left == 0:
+                reasons.append("pass_limit")
+                break
+            release = gate.release(self.events_read, left)
             if release.gated:
                 reasons.append(release.gated)
             for event in release.events:
                 self._fold(event, changes, new)
             applied += len(release.events)
             if release.events and (t := gate.trusted) is not None:
-                # How long the first released SUID waited for a certificate to cover it.
-                issued = (suid_ticks(release.events[0].position) - _UNIX_EPOCH_TICKS) / _TICKS_PER
+                # How long the certificate's prefix SUID waited to be certified: the
+                # certificate's own latency (not the age of the history a replay reads).
+                issued = (suid_ticks(t.prefix) - _UNIX_EPOCH_TICKS) / _TICKS_PER
                 self.lag.observe(max(0.0, t.generated_at - issued), t.generated_at)
         self.applied += applied
         for key in new:
@@ -113,15 +126,17 @@ class ProjectionCore:
             if row is None and key not in changes:
                 new.add(key)  # no committed row: deleting it again publishes nothing
             after = p.apply(p.initial(key) if row is None else row, event)
+            if after is not None:  # as it will read back from the row topic after a restart
+                after = json.loads(json.dumps(after))
             if after is None:
                 self.rows.pop(key, None)
             else:
                 self.rows[key] = after
             changes[key] = after
 
-    def waiting(self) -> int:
-        """Events read and not applied yet."""
-        return sum(len(g.waiting) for g in self.gates.values())
+    def foreign_events(self) -> int:
+        """Events read of another allocator lineage than their service's (dropped)."""
+        return sum(g.foreign for g in self.gates.values())
 
     def checkpoint(self) -> Checkpoint:
         events_offsets = dict(self.events_read)

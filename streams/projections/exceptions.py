@@ -43,3 +43,9 @@ class ProjectionResetError(ProjectionError):
     """Another writer (a rebuild) wrote the projection's checkpoint: restore from it."""
 
     code = "projection_reset"
+
+
+class HistoryTruncatedError(ProjectionError):
+    """``dcb.events`` no longer holds events the projection has still to apply."""
+
+    code = "projection_history_truncated"

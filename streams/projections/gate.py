@@ -49,6 +49,7 @@ class ServiceGate:
     lineage: str | None = None  # the allocator lineage of the service's events
     waiting: list[Waiting] = field(default_factory=list)
     unconfirmed: dict[str, Trusted] = field(default_factory=dict)  # lineage unknown yet
+    foreign: int = 0  # events read of another lineage than the service's (dropped)
 
     def offer_certificate(self, certificate: Certificate, key_service: str) -> Verdict:
         if self.lineage is None:
@@ -70,6 +71,7 @@ class ServiceGate:
             self.trusted = self.unconfirmed.get(lineage)
             self.unconfirmed.clear()
         if lineage != self.lineage:
+            self.foreign += 1
             return False
         if self.applied_through is not None and event.position <= self.applied_through:
             return False
@@ -79,10 +81,12 @@ class ServiceGate:
         self.waiting.insert(at, Waiting(event.position, partition, offset, event))
         return True
 
-    def release(self, read_to: Mapping[int, int]) -> Release:
+    def release(self, read_to: Mapping[int, int], limit: int | None = None) -> Release:
         """The waiting events the trusted certificate covers, in SUID order, once every
         partition of its coverage has been read to its offset (``read_to``: the next offset
-        to read per partition)."""
+        to read per partition); at most ``limit`` of them (a catch-up over a long history
+        goes in bounded passes: every event up to the last one released is in hand, so
+        that one is an exact applied point)."""
         t = self.trusted
         if t is None:
             return Release([], "no_certificate" if self.waiting else None)
@@ -91,8 +95,12 @@ class ServiceGate:
         if any(read_to.get(p, 0) < end for p, end in t.coverage.items()):
             return Release([], "coverage_not_read")
         cut = bisect.bisect_right(self.waiting, t.prefix, key=_position)
+        if limit is not None and cut > limit:
+            cut = limit
+            self.applied_through = self.waiting[cut - 1].position
+        else:
+            self.applied_through = t.prefix
         released, self.waiting = self.waiting[:cut], self.waiting[cut:]
-        self.applied_through = t.prefix
         return Release(
             [w.event for w in released], "awaiting_certificate" if self.waiting else None
         )

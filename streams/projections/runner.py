@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -48,6 +48,7 @@ from streams.projections.checkpoint import Checkpoint
 from streams.projections.core import Pass, ProjectionCore
 from streams.projections.exceptions import (
     CorruptCheckpointError,
+    HistoryTruncatedError,
     ProjectionFencedError,
     ProjectionResetError,
 )
@@ -62,8 +63,17 @@ from streams.settings import DcbSettings
 log = logging.getLogger(__name__)
 
 CRASH_POINTS = ("before-rows", "mid-rows", "before-checkpoint", "before-commit", "after-commit")
-_CONSUMER: dict[str, Any] = {"enable.partition.eof": True, "fetch.wait.max.ms": 50}
+# An offset the log no longer has (retention deleted events not yet applied) is an error,
+# never a silent jump to what is left.
+_CONSUMER: dict[str, Any] = {
+    "enable.partition.eof": True,
+    "fetch.wait.max.ms": 50,
+    "auto.offset.reset": "error",
+}
 REFENCE_WINDOW_S = 30.0  # fenced again this soon after a restore: another runner is live
+FENCE_BACKOFF_S = 2.0  # a fencer (a rebuild) gets this long to finish before we fence it
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+_PRODUCE_POLL_EVERY = 1_000  # delivery reports served while a big transaction is queued
 
 
 def rows_topic(settings: DcbSettings, projection_id: str) -> str:
@@ -111,10 +121,38 @@ class Restored:
     checkpoints_end: TopicPartition  # where the checkpoints topic was read to
 
 
+def _read_topic(
+    settings: DcbSettings, topic: str, handle: Callable[[Message], None], key: bytes | None
+) -> TopicPartition:
+    """Every committed record of ``topic`` (of ``key``'s partition) to ``handle``; where
+    it ended."""
+    tail = TopicTail(settings.resolved_bootstrap_servers, topic, key=key)
+    try:
+        tail.catch_up(handle, timeout_s=60)
+        [(partition, end)] = tail.read_to.items()
+        return TopicPartition(topic, partition, end)
+    finally:
+        tail.close()
+
+
+def read_rows(settings: DcbSettings, projection_id: str) -> dict[str, Row]:
+    rows: dict[str, Row] = {}
+
+    def fold(message: Message) -> None:
+        row_id = decode_key(message.key() or b"")
+        value = message.value()
+        if value is None:
+            rows.pop(row_id, None)
+        else:
+            rows[row_id] = decode_value(value)
+
+    _read_topic(settings, rows_topic(settings, projection_id), fold, None)
+    return rows
+
+
 def restore(settings: DcbSettings, projection_id: str) -> Restored:
     """The committed rows and checkpoint of ``projection_id`` (read after this process's
     producer fenced the one before, so nothing of it is still open)."""
-    bootstrap = settings.resolved_bootstrap_servers
     found: list[Checkpoint] = []
     key = projection_id.encode()
 
@@ -129,39 +167,21 @@ def restore(settings: DcbSettings, projection_id: str) -> Restored:
             found[:] = [Checkpoint.model_validate_json(value)]
         except ValueError as exc:
             raise CorruptCheckpointError(
-                f"checkpoint of {projection_id} does not parse: {exc}", projection_id=projection_id
+                f"checkpoint of {projection_id} does not parse: {exc}; "
+                f"`dcb project rebuild {projection_id}` starts it again",
+                projection_id=projection_id,
             ) from exc
 
-    rows: dict[str, Row] = {}
-
-    def fold(message: Message) -> None:
-        row_id = decode_key(message.key() or b"")
-        value = message.value()
-        if value is None:
-            rows.pop(row_id, None)
-        else:
-            rows[row_id] = decode_value(value)
-
-    sources = (
-        (checkpoints_topic(settings), keep, key),
-        (rows_topic(settings, projection_id), fold, None),
-    )
-    ends = []
-    for topic, handle, only in sources:
-        tail = TopicTail(bootstrap, topic, key=only)
-        try:
-            tail.catch_up(handle, timeout_s=60)
-            ends += [TopicPartition(topic, p, end) for p, end in tail.read_to.items()]
-        finally:
-            tail.close()
+    end = _read_topic(settings, checkpoints_topic(settings), keep, key)
+    rows = read_rows(settings, projection_id)
     checkpoint = found[0] if found else Checkpoint(projection_id=projection_id)
     if checkpoint.rows != len(rows):
         raise CorruptCheckpointError(
-            f"checkpoint of {projection_id} counts {checkpoint.rows} rows, "
-            f"its topic has {len(rows)}",
+            f"checkpoint of {projection_id} counts {checkpoint.rows} rows, its topic has "
+            f"{len(rows)}; `dcb project rebuild {projection_id}` starts it again",
             projection_id=projection_id,
         )
-    return Restored(checkpoint, rows, ends[0])
+    return Restored(checkpoint, rows, end)
 
 
 class ProjectionRunner:
@@ -188,6 +208,9 @@ class ProjectionRunner:
         self.checkpoints_topic = checkpoints_topic(settings)
         self._writer = ""  # this runner's mark on the checkpoints it writes
         self.last: Observation | None = None
+        self._failures = 0  # polls failed in a row
+        self._noted_at = 0.0
+        self._foreign_seen = 0
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
         self._restored_at = 0.0
@@ -213,15 +236,23 @@ class ProjectionRunner:
         )
         # The checkpoints too: one written by another (a rebuild) means start again.
         assignment = [restored.checkpoints_end]
-        for topic, offsets in (
-            (self.events_topic, checkpoint.events_offsets),
-            (self.certificates_topic, checkpoint.certificates_offsets),
-        ):
-            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-            assignment += [
-                TopicPartition(topic, p, offsets.get(p, OFFSET_BEGINNING)) for p in partitions
-            ]
-        consumer.assign(assignment)
+        try:
+            for topic, offsets in (
+                (self.events_topic, checkpoint.events_offsets),
+                (self.certificates_topic, checkpoint.certificates_offsets),
+            ):
+                partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+                assignment += [
+                    TopicPartition(topic, p, offsets.get(p, OFFSET_BEGINNING)) for p in partitions
+                ]
+        except BaseException:
+            consumer.close()
+            raise
+        try:
+            consumer.assign(assignment)
+        except BaseException:
+            consumer.close()
+            raise
         self._consumer = consumer
         log.info(
             "projection %s restored: %d rows, %d events applied, reading on from %s",
@@ -230,7 +261,9 @@ class ProjectionRunner:
             checkpoint.applied,
             checkpoint.events_offsets or "the beginning",
         )
-        return ProjectionCore(self.projector, checkpoint, rows)
+        return ProjectionCore(
+            self.projector, checkpoint, rows, self.settings.projections.max_apply_per_pass
+        )
 
     def poll(self, timeout_s: float = 0.2) -> Observation:
         """Read what is there, run one pass, commit it; the poll's one outcome."""
@@ -241,7 +274,10 @@ class ProjectionRunner:
                 done = self.core.run_pass(at)
             self._commit_if_due(done)
             seen = observation(self.projector.id, at, done.applied, done.gated)
-            self.available = True
+            self.available, self._failures = True, 0
+            self._note(at)
+        except HistoryTruncatedError:
+            raise
         except Exception as exc:
             seen = observation(self.projector.id, at, 0, None, exc)
             self.available = False
@@ -249,6 +285,22 @@ class ProjectionRunner:
         self.last = seen
         notify(self.observers, seen)
         return seen
+
+    def _note(self, at: float) -> None:
+        """Now and then: the lag gauges, and a warning for events of a foreign lineage."""
+        if at - self._noted_at < 1.0:
+            return
+        self._noted_at = at
+        if (lag := self.lag()) is not None:
+            self.metrics.lagging(lag)
+        if (foreign := self.core.foreign_events()) > self._foreign_seen:
+            self._foreign_seen = foreign
+            log.warning(
+                "projection %s dropped %d events of another allocator lineage than their "
+                "service's first events (a re-created service? rebuild the projection)",
+                self.projector.id,
+                foreign,
+            )
 
     def _read(self, timeout_s: float) -> None:
         assert self._consumer is not None
@@ -258,10 +310,20 @@ class ProjectionRunner:
             offset = message.offset() or 0
             error = message.error()
             if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    if topic == self.events_topic:
+                        self.core.note_end({partition: offset})
+                elif error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    raise HistoryTruncatedError(
+                        f"projection {self.projector.id}: {topic}[{partition}] no longer holds "
+                        f"the events it has still to apply ({error.str()}); give dcb.events "
+                        "unlimited retention, then rebuild the projection",
+                        projection_id=self.projector.id,
+                    )
+                elif error.fatal():
                     raise KafkaException(error)
-                if topic == self.events_topic:
-                    self.core.note_end({partition: offset})
+                else:  # transient (a broker moving, a connection dropped): librdkafka retries
+                    log.warning("projection %s: %s", self.projector.id, error.str())
                 continue
             if topic == self.checkpoints_topic:
                 self._check_owner(message)
@@ -323,6 +385,8 @@ class ProjectionRunner:
         for n, (row_id, row) in enumerate(done.changes.items()):
             value = None if row is None else encode_value(row)
             producer.produce(rows, key=encode_key(row_id), value=value)
+            if n % _PRODUCE_POLL_EVERY == 0:
+                producer.poll(0)
             if n == 0 and len(done.changes) > 1:
                 producer.flush(10)  # on the broker, uncommitted, when the crash comes
                 self.crash.reach("mid-rows")
@@ -341,15 +405,27 @@ class ProjectionRunner:
         self.metrics.committed(self.projector.id, self._committed_at - started, len(done.changes))
 
     def _recover(self, exc: Exception) -> None:
-        """Forget what was not committed: fence, restore, read on from the checkpoint."""
-        fenced = isinstance(exc, KafkaException) and exc.args[0].fatal()
+        """Forget what was not committed: fence, restore, read on from the checkpoint.
+        Fenced, it first lets the fencer (a rebuild) finish; fenced again soon after a
+        restore, another runner of the projection is live, and this one stops. Failing
+        again and again, it backs off (a record it cannot handle fails every time)."""
+        error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        fenced = isinstance(error, KafkaError) and error.code() in _FENCED
         if fenced and time.monotonic() - self._restored_at < REFENCE_WINDOW_S:
             raise ProjectionFencedError(
-                f"projection {self.projector.id} was fenced twice within {REFENCE_WINDOW_S:.0f} s:"
-                " another runner of it is live",
+                f"projection {self.projector.id} was fenced again within {REFENCE_WINDOW_S:.0f} s"
+                " of taking over: another runner of it is live",
                 projection_id=self.projector.id,
             ) from exc
-        log.warning("projection %s: %s; restoring from its checkpoint", self.projector.id, exc)
+        self._failures += 1
+        pause = FENCE_BACKOFF_S if fenced else min(0.25 * 2**self._failures, 30.0)
+        log.warning(
+            "projection %s: %s; restoring from its checkpoint in %.1f s",
+            self.projector.id,
+            exc,
+            pause,
+        )
+        time.sleep(pause)
         try:
             core = self._open()
             with self._lock:
@@ -357,7 +433,6 @@ class ProjectionRunner:
             self.available = True
         except Exception:
             log.exception("projection %s could not restore; trying again", self.projector.id)
-            time.sleep(1)
 
     def lag(self) -> ProjectionLag | None:
         """Where the projection stands, from what this runner has read (``None`` while its
@@ -380,18 +455,32 @@ class ProjectionRunner:
         self._producer = None
 
 
-def rebuild(settings: DcbSettings, projection_id: str) -> int:
+def rebuild(settings: DcbSettings, projection_id: str, attempts: int = 3) -> int:
     """Start ``projection_id`` again from the beginning of history: in one transaction,
-    delete its rows and reset its checkpoint. The transactional id fences a runner of it
-    that is live; that runner restores the empty state and replays. Returns rows deleted."""
+    delete its rows and reset its checkpoint (a corrupt checkpoint included). The
+    transactional id fences a runner of it that is live; that runner waits a moment,
+    restores the empty state and replays. Returns the rows deleted."""
     ensure_projection_topics(settings, [projection_id])
+    for attempt in range(1, attempts + 1):
+        try:
+            return _reset(settings, projection_id)
+        except KafkaException as exc:
+            if attempt == attempts or exc.args[0].code() not in _FENCED:
+                raise
+            log.warning("rebuild of %s fenced by its runner; trying again", projection_id)
+    raise AssertionError("unreachable")
+
+
+def _reset(settings: DcbSettings, projection_id: str) -> int:
     producer = clients.transactional_producer(
         settings.resolved_bootstrap_servers, transactional_id(settings, projection_id)
     )
-    rows = restore(settings, projection_id).rows
+    rows = read_rows(settings, projection_id)
     producer.begin_transaction()
-    for row_id in rows:
+    for n, row_id in enumerate(rows):
         producer.produce(rows_topic(settings, projection_id), key=encode_key(row_id), value=None)
+        if n % _PRODUCE_POLL_EVERY == 0:
+            producer.poll(0)
     fresh = Checkpoint(projection_id=projection_id)
     producer.produce(
         checkpoints_topic(settings),

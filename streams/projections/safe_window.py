@@ -1,7 +1,7 @@
 """SafeWindow: how far behind the newest events a projection may be, from what it saw.
 
-The lag bound is the longest a SUID waited for its prefix to close (from the SUID's issue
-time to the certificate that released it), decaying by half every ``HALF_LIFE_S`` of wall
+The lag bound is the longest a certificate's prefix SUID waited to be certified (from the
+SUID's issue time to the certificate's), decaying by half every ``HALF_LIFE_S`` of wall
 time, so one slow moment does not stay the estimate forever and a rebuild over old
 history does not inherit old waits. SafeWindow publishes it, never below ``FLOOR_S``;
 above ``CEILING_S`` the estimate means nothing useful, so a pass is *indeterminate* and

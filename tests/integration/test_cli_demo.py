@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from streams.infra.ports import free_port
 from tests.integration.cli import dcb
 
 pytestmark = pytest.mark.integration
@@ -39,3 +40,25 @@ def test_demo_fills_the_courses_and_refuses_the_rest(
     assert report["certificate"]["closedPrefixSuid"] is not None
     # The final certificate: the refused attempts' other tags are fenced too.
     assert report["certificate"]["unresolvedCount"] == 0
+
+
+def test_demo_projections_lands_the_rosters_in_postgres(
+    bootstrap_servers: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    env = {
+        "DCB_BOOTSTRAP_SERVERS": bootstrap_servers,
+        "DCB_TOPICS__PREFIX": topic_prefix,
+        "DCB_WORKER__APP_ID": f"{topic_prefix}worker",
+        "DCB_CONNECT__PORT": str(free_port()),
+        "DCB_CONNECT__DATA_DIR": str(tmp_path / "connect"),
+        "DCB_CONNECT__GROUP_ID": f"{topic_prefix}connect",
+    }
+    args = ["--students", "12", "--courses", "3", "--capacity", "3", "--limit", "1"]
+    result = dcb("demo", "projections", "--json", *args, "--writers", "4", env=env, timeout_s=400)
+    assert result.exit_code == 0, result.stderr[-3000:]
+    report = result.json
+    assert report["postgresEqualsLog"] is True
+    rows = report["rowsInPostgres"]
+    assert sorted(rows) == ["c1", "c2", "c3"]
+    assert sum(len(students) for students in rows.values()) == report["subscriptions"] == 9
+    assert report["lag"]["events_behind"] == 0

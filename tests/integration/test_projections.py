@@ -37,6 +37,7 @@ from streams.sdk import DcbClient
 from streams.settings import DcbSettings
 from tests.integration.cli import dcb
 from tests.integration.load import Subscriptions, subscription
+from tests.integration.metrics import samples
 from tests.integration.oracle import Logged, committed_events, read_to_end
 from tests.integration.workers import WorkerProcess
 
@@ -375,7 +376,9 @@ def test_lag_from_the_runner_and_from_kafka_and_metrics(
         assert lag["events_behind"] == 2 and lag["applied"] == 3
         status, text = get(runner, "/metrics")
         assert status == 200
-        assert f'dcb_projection_events_applied_total{{projection="{ROSTERS}"}} 3.0' in text
+        metrics = samples(text)
+        assert metrics[f'dcb_projection_events_applied_total{{projection="{ROSTERS}"}}'] == 3
+        assert metrics[f'dcb_projection_commit_seconds_count{{projection="{ROSTERS}"}}'] >= 1
         assert get(runner, "/projections/Not%20An%20Id!")[0] == 400
         assert get(runner, "/projections/unknown")[0] == 404
         cli = dcb("projections", "lag", "--projection", ROSTERS, "--json", env=worker_env(settings))

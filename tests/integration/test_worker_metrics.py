@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import re
 import time
-import urllib.request
 from pathlib import Path
 
 from streams.infra.ports import free_port
@@ -13,18 +11,9 @@ from streams.kafka.topic_admin import ensure_topics
 from streams.kafka.topic_catalog import topic_specs
 from streams.sdk import DcbClient, Event
 from streams.settings import DcbSettings
+from tests.integration.metrics import scrape
 from tests.integration.oracle import committed_events
 from tests.integration.workers import WorkerProcess
-
-
-def scrape(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    out = {}
-    for line in text.splitlines():
-        if match := re.fullmatch(r"([a-z_]+(?:\{[^}]*\})?) (\S+)", line):
-            out[match[1]] = float(match[2])
-    return out
 
 
 def test_the_worker_counts_its_commits_batches_and_certificates(

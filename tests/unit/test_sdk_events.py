@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from contextlib import suppress
 from datetime import UTC, datetime
 
 from hypothesis import given
@@ -51,7 +52,13 @@ def test_an_event_needs_a_type_data_and_tags_only() -> None:
 
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(), st.lists, max_leaves=5))
 def test_data_becomes_json_text_that_reads_back(data: object) -> None:
-    assert json.loads(json_text(data)) == data
+    """A string that is JSON text already is taken as such ("0" is the number 0); any
+    other value, a plain string included, is what the payload reads back as."""
+    expected = data
+    if isinstance(data, str):
+        with suppress(ValueError):
+            expected = json.loads(data)
+    assert json.loads(json_text(data)) == expected
 
 
 def test_json_text_and_bytes_are_kept_other_text_is_a_json_string() -> None:
