@@ -166,24 +166,30 @@ def _ungated(settings: DcbSettings, total: int) -> float:
     partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     rows: dict[str, Row] = {}
-    seen, t0 = 0, time.monotonic()
+    seen, t0, began = 0, None, time.monotonic()
     try:
         while seen < total:
-            if time.monotonic() - t0 > PASS_TIMEOUT_S:
+            if time.monotonic() - began > PASS_TIMEOUT_S:
                 raise BenchError(f"the ungated consumer read {seen} of {total} events")
-            for message in consumer.consume(500, 1.0):
+            batch = clients.take_ready(consumer, 500, 1.0)
+            if batch and t0 is None:
+                t0 = time.monotonic()  # from the first record in hand: no start-up
+            for message in batch:
                 if message.error():
                     continue
+                seen += 1
+                if seen % 1000 == 0:  # offsets as it reads: what a naive consumer does
+                    consumer.commit(asynchronous=True)
                 record = CommittedEvent.from_avro(
                     codec.decode(message.value(), CommittedEvent.schema_name).value
                 )
                 event = ProjectedEvent.of(record)
+                if not course_rosters.matches(event):
+                    continue
                 for key in course_rosters.keys(event):
                     row = rows.get(key) or course_rosters.initial(key)
                     rows[key] = course_rosters.apply(row, event) or {}
-                seen += 1
-                if seen % 1000 == 0:
-                    consumer.commit(asynchronous=True)
+        assert t0 is not None
         return seen / (time.monotonic() - t0)
     finally:
         consumer.close()
@@ -191,12 +197,16 @@ def _ungated(settings: DcbSettings, total: int) -> float:
 
 def _gated(settings: DcbSettings, total: int) -> float:
     runner = ProjectionRunner(course_rosters, settings)
-    t0 = time.monotonic()
+    t0, began = None, time.monotonic()
     try:
         while runner.core.applied < total:
-            if time.monotonic() - t0 > PASS_TIMEOUT_S:
+            if time.monotonic() - began > PASS_TIMEOUT_S:
                 raise BenchError(f"the gated runner applied {runner.core.applied} of {total}")
-            runner.poll()
+            before = time.monotonic()
+            runner.poll(timeout_s=0.005)  # short waits: the clock starts near the first record
+            if t0 is None and runner.core.events_read:
+                t0 = before
+        assert t0 is not None
         return total / (time.monotonic() - t0)
     finally:
         runner.close()
@@ -247,7 +257,7 @@ def _watch_rows(settings: DcbSettings, service: str, seen: _Covered, stop: threa
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     try:
         while not stop.is_set():
-            for message in consumer.consume(100, 0.05):
+            for message in clients.take_ready(consumer, 100, 0.05):
                 if message.error() or message.value() is None:
                     continue
                 if decode_key(message.key() or b"") == service:

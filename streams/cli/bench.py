@@ -244,7 +244,14 @@ def projections(
     with _bench_run(as_json, "dcb-bench-projections") as (settings, scratch):
         with embedded_broker(settings, False, as_json), _progress(as_json) as bar:
             task = bar.add_task("benchmarking projections", total=plan.seconds)
-            report = run_projection_bench(settings, plan, scratch, lambda s: bar.advance(task, s))
+            try:
+                report = run_projection_bench(
+                    settings, plan, scratch, lambda s: bar.advance(task, s)
+                )
+            finally:
+                delete_topics_with_prefix(
+                    clients.admin(settings.resolved_bootstrap_servers), owned_prefixes(settings)
+                )
         written = _with_plot(
             [write_json(report, out, "projections.json")],
             lambda: write_projection_plot(report, out),

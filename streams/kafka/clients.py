@@ -11,7 +11,7 @@ import logging
 import socket
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 
 # librdkafka's default retry backoff (100 ms) caps a transactional loop at ~20
@@ -105,6 +105,15 @@ def group_consumer(bootstrap_servers: str, group_id: str, **overrides: Any) -> C
             **overrides,
         },
     )
+
+
+def take_ready(consumer: Consumer, limit: int, timeout_s: float) -> list[Message]:
+    """Wait up to ``timeout_s`` for a first record, then take what else is ready (at most
+    ``limit`` in all) without waiting: ``consume(n, t)`` alone waits for all ``n``."""
+    first = consumer.poll(timeout_s)
+    if first is None:
+        return []
+    return [first, *consumer.consume(limit - 1, 0)] if limit > 1 else [first]
 
 
 def admin(bootstrap_servers: str, **overrides: Any) -> AdminClient:

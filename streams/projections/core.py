@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from streams.model.records import Certificate, CommittedEvent
 from streams.model.suid import suid_ticks
@@ -31,7 +33,13 @@ class Pass:
     changes: dict[str, Row | None]  # row id -> row, None: deleted
     applied: int
     gated: str | None
-    checkpoint: Checkpoint
+    make_checkpoint: Callable[[], Checkpoint]
+
+    @cached_property
+    def checkpoint(self) -> Checkpoint:
+        """The checkpoint that goes with the pass's rows: made when first asked for (a pass
+        that commits nothing never pays for it), before the core's next pass."""
+        return self.make_checkpoint()
 
 
 class ProjectionCore:
@@ -94,7 +102,7 @@ class ProjectionCore:
         new: set[str] = set()  # rows this pass created
         applied, reasons = 0, []
         if indeterminate(self.lag.bound(now)):
-            return Pass({}, 0, "safe_window_ceiling_exceeded", self.checkpoint())
+            return Pass({}, 0, "safe_window_ceiling_exceeded", self.checkpoint)
         for gate in self.gates.values():
             left = None if self.max_per_pass is None else max(self.max_per_pass - applied, 0)
             if left == 0:
@@ -115,7 +123,10 @@ class ProjectionCore:
         for key in new:
             if changes[key] is None:  # created and deleted in this pass
                 del changes[key]
-        return Pass(changes, applied, reasons[0] if reasons else None, self.checkpoint())
+        for key, row in changes.items():
+            if row is not None:  # as it will read back from the row topic after a restart
+                changes[key] = self.rows[key] = json.loads(json.dumps(row))
+        return Pass(changes, applied, reasons[0] if reasons else None, self.checkpoint)
 
     def _fold(self, event: ProjectedEvent, changes: dict[str, Row | None], new: set[str]) -> None:
         p = self.projector
@@ -126,8 +137,6 @@ class ProjectionCore:
             if row is None and key not in changes:
                 new.add(key)  # no committed row: deleting it again publishes nothing
             after = p.apply(p.initial(key) if row is None else row, event)
-            if after is not None:  # as it will read back from the row topic after a restart
-                after = json.loads(json.dumps(after))
             if after is None:
                 self.rows.pop(key, None)
             else:

@@ -67,7 +67,7 @@ CRASH_POINTS = ("before-rows", "mid-rows", "before-checkpoint", "before-commit",
 # never a silent jump to what is left.
 _CONSUMER: dict[str, Any] = {
     "enable.partition.eof": True,
-    "fetch.wait.max.ms": 50,
+    "fetch.wait.max.ms": 10,  # a read_committed reader sees a commit on its next fetch
     "auto.offset.reset": "error",
 }
 REFENCE_WINDOW_S = 30.0  # fenced again this soon after a restore: another runner is live
@@ -304,7 +304,8 @@ class ProjectionRunner:
 
     def _read(self, timeout_s: float) -> None:
         assert self._consumer is not None
-        batch = self._consumer.consume(self.settings.projections.max_batch_records, timeout_s)
+        limit = self.settings.projections.max_batch_records
+        batch = clients.take_ready(self._consumer, limit, timeout_s)
         for message in batch:
             topic, partition = message.topic(), message.partition() or 0
             offset = message.offset() or 0
@@ -370,8 +371,9 @@ class ProjectionRunner:
     def _commit_if_due(self, done: Pass) -> None:
         if not done.applied:
             waited = time.monotonic() - self._committed_at
-            due = waited >= self.settings.projections.checkpoint_interval_s
-            if done.checkpoint == self._committed or not due:
+            if waited < self.settings.projections.checkpoint_interval_s:
+                return
+            if done.checkpoint == self._committed:
                 return
         self._commit(done)
 
