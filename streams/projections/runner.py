@@ -23,6 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -500,19 +501,21 @@ def run_projections(
     stop: threading.Event,
     observers: Sequence[Observer] = (),
 ) -> None:
-    """Run every registered projection until ``stop``, each in its own thread; at most
-    ``settings.projections.max_concurrent`` poll at the same time; lag and ``/metrics``
-    served over HTTP. A projection fenced by another live runner stops this process
-    (exit ``projection_fenced``)."""
+    """Run every registered projection until ``stop``: at most
+    ``settings.projections.max_concurrent`` poll at the same time, in turn (a pool whose
+    queue is first come, first served; each projection queues its next poll when its last
+    one is done, so none starves); lag and ``/metrics`` served over HTTP. A projection
+    fenced by another live runner stops this process (exit ``projection_fenced``)."""
     ensure_projection_topics(settings, registry.ids())
-    slots = threading.Semaphore(settings.projections.max_concurrent)
-    failures: list[BaseException] = []
     metrics = RunnerMetrics()
     runners: dict[str, ProjectionRunner] = {}
 
     def lag_of(projection_id: str) -> ProjectionLag | None:
         runner = runners.get(projection_id)
         return None if runner is None else runner.lag()
+
+    def start(projector: Projector) -> None:
+        runners[projector.id] = ProjectionRunner(projector, settings, observers, metrics)
 
     config = settings.projections
     health = HealthServer(
@@ -521,30 +524,18 @@ def run_projections(
         config.http_host,
         config.http_port,
     ).start()
-
-    def run(projector: Projector) -> None:
-        try:
-            runner = runners[projector.id] = ProjectionRunner(
-                projector, settings, observers, metrics
-            )
-            try:
-                while not stop.is_set():
-                    with slots:
-                        runner.poll()
-            finally:
-                runner.close()
-        except BaseException as exc:
-            failures.append(exc)
-            stop.set()
-
-    threads = [
-        threading.Thread(target=run, args=(projector,), name=f"projection-{projector.id}")
-        for projector in registry
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    health.stop()
-    if failures:
-        raise failures[0]
+    pool = ThreadPoolExecutor(config.max_concurrent, thread_name_prefix="projection")
+    in_flight: dict[str, Future[object]] = {p.id: pool.submit(start, p) for p in registry}
+    try:
+        while not stop.is_set():
+            for projection_id, future in list(in_flight.items()):
+                if future.done():
+                    future.result()  # a projection that cannot go on stops them all
+                    in_flight[projection_id] = pool.submit(runners[projection_id].poll)
+            wait(in_flight.values(), timeout=0.1, return_when=FIRST_COMPLETED)
+    finally:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        for runner in runners.values():
+            runner.close()
+        health.stop()

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -30,9 +31,10 @@ from streams.kafka.topic_admin import ensure_topics
 from streams.kafka.topic_catalog import TopicRole, topic_name, topic_specs
 from streams.model.records import Certificate, CommittedEvent, PartitionOffset
 from streams.model.suid import format_suid, ticks
+from streams.projections.api import ProjectedEvent, ProjectorRegistry, Row, ServiceProjector
 from streams.projections.checkpoint import Checkpoint
 from streams.projections.row_format import decode_key, decode_value
-from streams.projections.runner import checkpoints_topic, rows_topic
+from streams.projections.runner import checkpoints_topic, rows_topic, run_projections
 from streams.sdk import DcbClient
 from streams.settings import DcbSettings
 from tests.integration.cli import dcb
@@ -396,6 +398,44 @@ def test_lag_from_the_runner_and_from_kafka_and_metrics(
         }
     finally:
         runner.stop()
+
+
+def test_no_more_projections_poll_at_once_than_allowed(settings: DcbSettings) -> None:
+    """Six projections, two slots. A fold waits (up to 2 s) for a second fold to run
+    beside it, so two fold at once whenever the pool lets them: the peak is the limit."""
+    written = HandWritten(settings)
+    written.certify(4)
+    changed = threading.Condition()
+    active, peak = [0], [0]
+
+    def slow(row: Row, _event: ProjectedEvent) -> Row:
+        with changed:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+            changed.notify_all()
+            changed.wait_for(lambda: active[0] >= 2, timeout=2)
+        time.sleep(0.01)
+        with changed:
+            active[0] -= 1
+        return {"n": row.get("n", 0) + 1}
+
+    ids = [f"slow-{i}" for i in range(6)]
+    registry = ProjectorRegistry([ServiceProjector(id=i, query=(), fold=slow) for i in ids])
+    config = settings.projections.model_copy(update={"max_concurrent": 2, "http_port": 0})
+    limited = settings.model_copy(update={"projections": config})
+    stop = threading.Event()
+    running = threading.Thread(target=run_projections, args=(registry, limited, stop))
+    running.start()
+    try:
+        deadline = time.monotonic() + 90
+        while any(last_checkpoint(settings, i).applied < 5 for i in ids):
+            assert running.is_alive() and time.monotonic() < deadline
+            time.sleep(0.3)
+    finally:
+        stop.set()
+        running.join(60)
+    assert peak[0] == 2
+    assert all(committed_rows(settings, i) == {"shop": {"n": 5}} for i in ids)
 
 
 def test_project_refuses_a_registry_it_cannot_load(settings: DcbSettings) -> None:
