@@ -208,7 +208,6 @@ class ProjectionRunner:
         self.certificates_topic = topic_name(settings.topics, TopicRole.CERTIFICATES)
         self.checkpoints_topic = checkpoints_topic(settings)
         self._writer = ""  # this runner's mark on the checkpoints it writes
-        self.last: Observation | None = None
         self._failures = 0  # polls failed in a row
         self._noted_at = 0.0
         self._foreign_seen = 0
@@ -246,10 +245,6 @@ class ProjectionRunner:
                 assignment += [
                     TopicPartition(topic, p, offsets.get(p, OFFSET_BEGINNING)) for p in partitions
                 ]
-        except BaseException:
-            consumer.close()
-            raise
-        try:
             consumer.assign(assignment)
         except BaseException:
             consumer.close()
@@ -283,7 +278,6 @@ class ProjectionRunner:
             seen = observation(self.projector.id, at, 0, None, exc)
             self.available = False
             self._recover(exc)
-        self.last = seen
         notify(self.observers, seen)
         return seen
 
