@@ -83,7 +83,13 @@ class CommitChannel:
         self._lock = threading.Lock()
         results = topic_name(settings.topics, TopicRole.COMMIT_RESULTS)
         # Fetched only while an answer is awaited: an idle client asks the broker nothing.
-        self._results = TopicTail(bootstrap_servers, results, from_end=True, on_demand=True)
+        # Answers come in committed transactions, and the broker answers a waiting
+        # read_committed fetch as soon as a commit makes records readable: a long wait
+        # costs no latency, it spares the broker empty fetches (~270/s at 64 writers with
+        # 2 ms, ~25/s with 100 ms; append p50 at one writer 15 -> 13 ms, same run).
+        self._results = TopicTail(
+            bootstrap_servers, results, from_end=True, on_demand=True, fetch_wait_ms=100
+        )
         self._closed = threading.Event()
         self._awaited = threading.Event()  # some answer is awaited: the listener fetches
         self._listener = threading.Thread(target=self._listen, name="dcb-results", daemon=True)

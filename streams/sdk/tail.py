@@ -33,10 +33,11 @@ class TopicTail:
 
     A transaction ends in a marker the consumer never hands out: past the last record it
     learns it is at the end only from the next fetch, which the broker holds for
-    ``fetch.wait.max.ms`` when nothing new comes. That wait is on every read, so it is
-    short here (2 ms); to keep such a tail from asking the broker 500 times a second while
-    idle, an ``on_demand`` tail is paused except while it is wanted (:meth:`wake`,
-    :meth:`rest`; :meth:`catch_up` wakes it for itself)."""
+    ``fetch.wait.max.ms`` when nothing new comes. That wait is on every catch-up, so it is
+    short by default (2 ms; a tail that only hands records out, never asks for the end,
+    may wait longer: ``fetch_wait_ms``); to keep such a tail from asking the broker 500
+    times a second while idle, an ``on_demand`` tail is paused except while it is wanted
+    (:meth:`wake`, :meth:`rest`; :meth:`catch_up` wakes it for itself)."""
 
     def __init__(
         self,
@@ -47,9 +48,13 @@ class TopicTail:
         key: bytes | None = None,
         on_demand: bool = False,
         start: Mapping[int, int] | None = None,
+        fetch_wait_ms: int = 2,
     ) -> None:
         # EOF events say where the committed end is (past the last marker).
-        overrides: dict[str, Any] = {"enable.partition.eof": True, "fetch.wait.max.ms": 2}
+        overrides: dict[str, Any] = {
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": fetch_wait_ms,
+        }
         self.consumer = clients.consumer(
             bootstrap_servers, group_id=f"dcb-sdk-{topic}", **overrides
         )
