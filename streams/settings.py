@@ -200,6 +200,27 @@ class ProjectionSettings(BaseModel):
     )
 
 
+class ArchiveSettings(BaseModel):
+    """The history archive (``dcb archive``)."""
+
+    backend: Literal["directory", "postgres"] = Field(
+        "directory", description="where segments go: a local folder, or PostgreSQL"
+    )
+    dir: Path | None = Field(
+        None, description="the directory backend's folder; default <cache_dir>/archive"
+    )
+    dsn: str | None = Field(
+        None, description="the PostgreSQL backend's connection string (libpq form)"
+    )
+    segment_records: int = Field(10_000, ge=1, description="events per segment at most")
+    crash_at: Literal["after-append"] | None = Field(
+        None, description="tests only: exit after appending, before the log is truncated"
+    )
+
+    def folder(self, cache_dir: Path) -> Path:
+        return self.dir or cache_dir / "archive"
+
+
 class DcbSettings(BaseSettings):
     """All of dcb-streams' configuration."""
 
@@ -217,6 +238,7 @@ class DcbSettings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     projections: ProjectionSettings = Field(default_factory=ProjectionSettings)
     connect: ConnectSettings = Field(default_factory=ConnectSettings)
+    archive: ArchiveSettings = Field(default_factory=ArchiveSettings)
 
     @classmethod
     def settings_customise_sources(

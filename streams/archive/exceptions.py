@@ -44,6 +44,20 @@ class ArchiveDigestError(ArchiveError):
     code = "archive_digest"
 
 
+class ArchiveNotCertifiedError(ArchiveError):
+    """An archive run asked for SUIDs above the service's certified prefix, where an
+    event may still commit."""
+
+    code = "archive_not_certified"
+
+
+class ArchiveAuditError(ArchiveError):
+    """The archive and the hot log together are not the service's history (a gap, an
+    overlap, or bytes that differ)."""
+
+    code = "archive_audit_failed"
+
+
 class ArchiveUnavailableError(ArchiveError):
     """The archive's backend cannot be reached or used (a driver missing, a server down)."""
 

@@ -8,6 +8,7 @@ import os
 import typer
 
 from streams.cli import (
+    archive,
     bench,
     broker,
     connect,
@@ -32,6 +33,7 @@ app.add_typer(project.app, name="project")
 app.add_typer(connect.app, name="connect")
 app.add_typer(projections.app, name="projections")
 app.add_typer(demo.app, name="demo")
+app.add_typer(archive.app, name="archive")
 demo.app.command(name="projections")(demo_projections.projections)
 app.command(name="worker")(worker.worker)
 for command in (store.append, store.read, store.certificate, store.reconcile):

@@ -25,6 +25,7 @@ from confluent_kafka import KafkaError, Message
 from pydantic import BaseModel
 
 from streams import errors
+from streams.archive import ArchiveStore, open_archive
 from streams.codec import codec_from_settings
 from streams.errors import DcbError, KafkaUnavailableError
 from streams.kafka import clients
@@ -175,6 +176,7 @@ class DcbClient:
         writer_epoch: int = 0,
         timeout_s: float = 60.0,
         channel: CommitChannel | None = None,
+        archive: ArchiveStore | None = None,
     ) -> None:
         self.settings = settings or DcbSettings()
         self.bootstrap = bootstrap_servers or self.settings.resolved_bootstrap_servers
@@ -185,6 +187,9 @@ class DcbClient:
         self._owns_channel = channel is None
         self._channel = channel or CommitChannel(self.bootstrap, self.settings)
         self._events = EventIndex()
+        # What the log dropped is read from the archive (the settings' one unless given).
+        self._archive = archive
+        self._archived_through: str | None = None  # what the index holds from the archive
         self._certificate: Certificate | None = None
         self._tails: dict[TopicRole, TopicTail] = {}
         self._tails_lock = threading.Lock()
@@ -203,6 +208,7 @@ class DcbClient:
             writer_epoch=self.writer_epoch,
             timeout_s=self.timeout_s,
             channel=self._channel,
+            archive=self._archive,
         )
 
     def _topic(self, role: TopicRole) -> str:
@@ -271,15 +277,40 @@ class DcbClient:
             if tail is None:  # the service's partition only: its records are all there
                 key = self.service_id.encode()
                 topic = self._topic(role)
-                tail = TopicTail(self.bootstrap, topic, key=key, on_demand=True)
+                truncated: Callable[[int], None] | None = None
+                if role is TopicRole.EVENTS:  # history the log dropped is in the archive
+                    self._load_archive()
+                    truncated = lambda _partition: self._load_archive()  # noqa: E731
+                tail = TopicTail(
+                    self.bootstrap, topic, key=key, on_demand=True, on_truncated=truncated
+                )
                 self._tails[role] = tail
         tail.catch_up(handle)
+
+    def _load_archive(self) -> None:
+        """Index what the archive holds of this service beyond what is indexed: first at
+        the start, then whenever the log turns out to have dropped records not yet read
+        (``dcb archive`` drops only what it has archived, after archiving it)."""
+        if self._archive is None:
+            self._archive = open_archive(self.settings)
+        segments = self._archive.read(self.service_id, from_suid=self._archived_through)
+        with self._index_lock:
+            head = self._events.head
+            for segment in segments:
+                for value in segment.records:
+                    record = CommittedEvent.from_avro(
+                        self.codec.decode(value, CommittedEvent.schema_name).value
+                    )
+                    if head is None or record.suid > head:
+                        self._events.add(SequencedEvent(position=record.suid, event=record.event))
+                self._archived_through = segment.header.through_suid
 
     def _fold(self, message: Message) -> None:
         record = CommittedEvent.from_avro(
             self.codec.decode(message.value(), CommittedEvent.schema_name).value
         )
-        if record.service_id == self.service_id:
+        archived = self._archived_through is not None and record.suid <= self._archived_through
+        if record.service_id == self.service_id and not archived:
             with self._index_lock:
                 self._events.add(SequencedEvent(position=record.suid, event=record.event))
 

@@ -49,12 +49,18 @@ class TopicTail:
         on_demand: bool = False,
         start: Mapping[int, int] | None = None,
         fetch_wait_ms: int = 2,
+        on_truncated: Callable[[int], None] | None = None,
     ) -> None:
         # EOF events say where the committed end is (past the last marker).
         overrides: dict[str, Any] = {
             "enable.partition.eof": True,
             "fetch.wait.max.ms": fetch_wait_ms,
         }
+        # A log that dropped records not yet read says so (instead of jumping silently):
+        # ``on_truncated(partition)`` is called, then reading goes on from the log start.
+        self.on_truncated = on_truncated
+        if on_truncated is not None:
+            overrides["auto.offset.reset"] = "error"
         self.consumer = clients.consumer(
             bootstrap_servers, group_id=f"dcb-sdk-{topic}", **overrides
         )
@@ -127,10 +133,28 @@ class TopicTail:
             if error.code() == KafkaError._PARTITION_EOF:
                 self.read_to[partition] = max(self.read_to[partition], offset)
                 return 0
+            if error.code() == KafkaError._AUTO_OFFSET_RESET and self.on_truncated is not None:
+                self._resume_at_log_start(partition)
+                return 0
             raise DcbError(f"reading {self.topic}: {error}")
         self.read_to[partition] = max(self.read_to[partition], offset + 1)
         handle(message)
         return 1
+
+    def _resume_at_log_start(self, partition: int) -> None:
+        assert self.on_truncated is not None
+        start, _ = self.consumer.get_watermark_offsets(
+            TopicPartition(self.topic, partition), timeout=10
+        )
+        self.on_truncated(partition)
+        self.read_to[partition] = max(self.read_to[partition], start)
+        # After the reset error the partition accepts no seek: assign everything afresh.
+        self.consumer.assign(
+            [
+                TopicPartition(self.topic, p, self.read_to[p] or OFFSET_BEGINNING)
+                for p in self.partitions
+            ]
+        )
 
     def catch_up(self, handle: Callable[[Message], None], timeout_s: float = 30.0) -> None:
         """Hand every committed record up to the end offsets seen now to ``handle``."""

@@ -3,30 +3,23 @@
 from __future__ import annotations
 
 import pytest
+import typer
+from typer.core import TyperGroup
 from typer.testing import CliRunner
 
 from streams.cli.main import app
 
-COMMANDS = [
-    [],
-    ["broker"],
-    ["broker", "start"],
-    ["broker", "stop"],
-    ["broker", "status"],
-    ["broker", "fetch"],
-    ["topics"],
-    ["topics", "create"],
-    ["demo"],
-    ["worker"],
-    ["append"],
-    ["read"],
-    ["certificate"],
-    ["reconcile"],
-    ["bench"],
-    ["bench", "commit"],
-    ["bench", "peers"],
-    ["bench", "scale"],
-]
+
+def _paths(command: object, path: list[str]) -> list[list[str]]:
+    """Every command and group under ``command``, as the words that call it."""
+    found = [path]
+    if isinstance(command, TyperGroup):
+        for name, sub in sorted(command.commands.items()):
+            found += _paths(sub, [*path, name])
+    return found
+
+
+COMMANDS = _paths(typer.main.get_command(app), [])
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(a) or "dcb")

@@ -1,0 +1,194 @@
+"""``dcb archive`` against the real broker: history moves into the archive, the hot log
+drops only what every service on its partition has archived (and no projection still
+needs), a crash between the two is retried, and readers see archive + log as one.
+
+The oracle reads around the product: a raw read_committed consumer of ``dcb.events``
+before anything is dropped is "the original"; after, the broker's log start offset says
+what was dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from streams.archive import DirectoryArchive
+from streams.archive.history import history
+from streams.infra.worker_process import worker_env
+from streams.kafka import clients
+from streams.kafka.partitioner import key_partition
+from streams.kafka.topic_admin import ensure_topics
+from streams.kafka.topic_catalog import TopicRole, topic_name, topic_specs
+from streams.model.records import AppendCondition, QueryItem
+from streams.sdk import DcbClient, Event
+from streams.settings import ArchiveSettings, DcbSettings
+from tests.integration.cli import dcb
+from tests.integration.oracle import read_to_end
+from tests.integration.workers import WorkerProcess
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def archived(settings: DcbSettings, tmp_path: Path) -> DcbSettings:
+    ensure_topics(clients.admin(settings.resolved_bootstrap_servers), topic_specs(settings.topics))
+    return settings.model_copy(update={"archive": ArchiveSettings(dir=tmp_path / "archive")})
+
+
+@pytest.fixture
+def worker(archived: DcbSettings, tmp_path: Path) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(archived, tmp_path, "worker", grace_ms=3_000)
+    yield process.start()
+    process.stop()
+
+
+def neighbours(partitions: int) -> tuple[str, str]:
+    """Two service ids whose events share one partition of ``dcb.events``."""
+    first = f"arch-{uuid.uuid4().hex[:8]}"
+    target = key_partition(first.encode(), partitions)
+    while True:
+        other = f"arch-{uuid.uuid4().hex[:8]}"
+        if key_partition(other.encode(), partitions) == target:
+            return first, other
+
+
+def subscribe(client: DcbClient, count: int, tag: str) -> list[str]:
+    """``count`` subscriptions to one course, each guarded by the course's last event
+    (the conditional workload: a read, then an append after what it saw)."""
+    suids = []
+    for n in range(count):
+        query = [QueryItem(types=["Subscribed"], tags=[tag])]
+        seen = client.read(query)
+        condition = AppendCondition(fail_if_events_match=query, after=seen.head)
+        result = client.append([Event("Subscribed", {"n": n}, [tag, f"student:{n}"])], condition)
+        suids += result.suids
+    return suids
+
+
+def certified(client: DcbClient, suid: str, timeout_s: float = 60) -> str:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        cert = client.certificate()
+        if cert is not None and cert.closed_prefix_suid and cert.closed_prefix_suid >= suid:
+            return cert.closed_prefix_suid
+        assert time.monotonic() < deadline, f"{suid} never certified"
+        time.sleep(0.2)
+
+
+def log_start(settings: DcbSettings, partition: int) -> int:
+    topic = topic_name(settings.topics, TopicRole.EVENTS)
+    consumer = clients.consumer(settings.resolved_bootstrap_servers, f"probe-{uuid.uuid4()}")
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[0]
+    finally:
+        consumer.close()
+
+
+def raw(settings: DcbSettings, partition: int) -> list[tuple[int, bytes]]:
+    """The partition as a raw read_committed consumer sees it: (offset, bytes)."""
+    topic = topic_name(settings.topics, TopicRole.EVENTS)
+    return [
+        (m.offset() or 0, m.value() or b"")
+        for m in read_to_end(settings.resolved_bootstrap_servers, topic)
+        if m.partition() == partition
+    ]
+
+
+def run_archive(settings: DcbSettings, *args: str, crash: bool = False) -> dict:
+    env = {**worker_env(settings), "DCB_ARCHIVE__DIR": str(settings.archive.dir)}
+    if crash:
+        env["DCB_ARCHIVE__CRASH_AT"] = "after-append"
+    done = dcb("archive", *args, "--json", env=env)
+    if crash:
+        assert done.exit_code == 70, done.stderr
+        return {}
+    assert done.exit_code == 0, done.stderr + done.stdout
+    return json.loads(done.stdout)
+
+
+def test_archive_truncate_and_read_across_the_boundary(
+    archived: DcbSettings, worker: WorkerProcess
+) -> None:
+    a, b = neighbours(archived.topics.partitions)
+    partition = key_partition(a.encode(), archived.topics.partitions)
+    with (
+        DcbClient(service_id=a, settings=archived) as client_a,
+        DcbClient(service_id=b, settings=archived) as client_b,
+    ):
+        first_a = subscribe(client_a, 12, "course:c1")
+        early = DcbClient(service_id=a, settings=archived)  # reads now, and again at the end
+        assert [e.position for e in early.read()] == first_a
+        first_b = subscribe(client_b, 4, "course:c1")
+        more_a = subscribe(client_a, 6, "course:c2")
+        through_a = certified(client_a, more_a[-1])
+        original = raw(archived, partition)  # before anything is dropped
+        assert len(original) == 22
+        offset_of_b = min(o for o, v in original if b.encode() in v)
+
+        # A is archived; B, which shares the partition, is not: the log drops only A's
+        # events below B's first.
+        report = run_archive(archived, "--service", a, "--through", through_a)
+        assert report["events"] == 18
+        assert report["dropped"] == sum(1 for o, _ in original if o < offset_of_b)
+        assert report["held_back_by"] == b
+        assert log_start(archived, partition) == offset_of_b
+        assert run_archive(archived, "audit", "--service", a)["archived_events"] == 18
+
+        # B is archived too; A appends more meanwhile. Now the log drops up to A's new
+        # events, which are not archived yet.
+        late_a = subscribe(client_a, 3, "course:c2")
+        through_b = certified(client_b, first_b[-1])
+        before_b = raw(archived, partition)
+        report = run_archive(archived, "--service", b, "--through", through_b)
+        first_late = min(o for o, v in before_b if any(s.encode() in v for s in late_a))
+        assert log_start(archived, partition) == first_late
+        assert report["held_back_by"] == a
+
+        # A crash between the archive append and the truncation: the retry appends
+        # nothing new and drops what the crashed run did not.
+        through_late = certified(client_a, late_a[-1])
+        run_archive(archived, "--service", a, "--through", through_late, crash=True)
+        store = DirectoryArchive(archived.archive.folder(archived.broker.cache_dir))
+        assert store.headers(a)[-1].through_suid == through_late
+        assert log_start(archived, partition) == first_late  # nothing dropped yet
+        retry = run_archive(archived, "--service", a, "--through", through_late)
+        assert retry["events"] == 0 and retry["segments"] == 0
+        assert log_start(archived, partition) > first_late
+
+        # Archive and log read as one: byte for byte what the log held.
+        whole_original = original + [(o, v) for o, v in before_b if o > original[-1][0]]
+        for service in (a, b):
+            expected = [v for _, v in whole_original if service.encode() in v]
+            assert [r.value for r in history(archived, store, service)] == expected
+            audit = run_archive(archived, "audit", "--service", service)
+            assert audit["archived_events"] == len(expected)
+
+        # Clients read every event, in SUID order, nothing twice: one that kept reading,
+        # one that stopped early and finds the log has dropped what it had yet to read
+        # (it takes those from the archive), and one started after everything.
+        fresh = DcbClient(service_id=a, settings=archived)
+        for reader in (client_a, early, fresh):
+            assert [e.position for e in reader.read()] == first_a + more_a + late_a
+        fresh.close()
+        early.close()
+        assert first_b == [e.position for e in client_b.read()]
+
+
+def test_only_a_certified_suid_is_archived(archived: DcbSettings, worker: WorkerProcess) -> None:
+    a, _ = neighbours(archived.topics.partitions)
+    with DcbClient(service_id=a, settings=archived) as client:
+        suids = subscribe(client, 2, "course:c1")
+        prefix = certified(client, suids[-1])
+    beyond = str(int(prefix) + 10**12).zfill(30)
+    env = {**worker_env(archived), "DCB_ARCHIVE__DIR": str(archived.archive.dir)}
+    done = dcb("archive", "--service", a, "--through", beyond, "--json", env=env)
+    assert done.exit_code == 1
+    assert json.loads(done.stdout)["error"]["code"] == "archive_not_certified"
+    store = DirectoryArchive(archived.archive.folder(archived.broker.cache_dir))
+    assert store.headers(a) == []
