@@ -6,7 +6,7 @@ codes are part of the public contract: renaming one is a breaking change.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 
 class DcbError(Exception):
@@ -182,9 +182,23 @@ class AppendConditionFailed(DcbError):
 
 
 class StaleFenceError(DcbError):
-    """The writer epoch is older than one already seen: the writer is a zombie."""
+    """A writer was fenced: something newer took over what it writes to (a higher writer
+    epoch at a service or a tag, a newer runner or a rebuild of a projection), so its
+    writes are refused. Every kind of fencing surfaces as this one error, saying what was
+    fenced, the writer's stale token and the current one (``None`` where Kafka's
+    transactional fencing does not say)."""
 
     code = "stale_fence"
+
+    @classmethod
+    def of(cls, fenced: str, stale: object, current: object | None) -> Self:
+        now = "newer" if current is None else current
+        return cls(
+            f"stale fence on {fenced}: the writer holds {stale}, the current fence is {now}",
+            fenced=fenced,
+            stale=stale,
+            current=current,
+        )
 
 
 class LedgerError(DcbError):

@@ -221,6 +221,19 @@ class ArchiveSettings(BaseModel):
         return self.dir or cache_dir / "archive"
 
 
+class ErasureSettings(BaseModel):
+    """Crypto-shredding (``dcb erase``): payloads of events with a subject tag are sealed
+    under that subject's key."""
+
+    subject_prefix: str | None = Field(
+        None, description="tags with this prefix (e.g. user:) name a subject; unset: off"
+    )
+    key_file: Path | None = Field(None, description="the key store; default <cache_dir>/keys.json")
+
+    def key_path(self, cache_dir: Path) -> Path:
+        return self.key_file or cache_dir / "keys.json"
+
+
 class DcbSettings(BaseSettings):
     """All of dcb-streams' configuration."""
 
@@ -239,6 +252,7 @@ class DcbSettings(BaseSettings):
     projections: ProjectionSettings = Field(default_factory=ProjectionSettings)
     connect: ConnectSettings = Field(default_factory=ConnectSettings)
     archive: ArchiveSettings = Field(default_factory=ArchiveSettings)
+    erasure: ErasureSettings = Field(default_factory=ErasureSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -14,6 +14,7 @@ from streams.cli import (
     connect,
     demo,
     demo_projections,
+    erase,
     project,
     projections,
     store,
@@ -36,6 +37,7 @@ app.add_typer(demo.app, name="demo")
 app.add_typer(archive.app, name="archive")
 demo.app.command(name="projections")(demo_projections.projections)
 app.command(name="worker")(worker.worker)
+app.command(name="erase")(erase.erase)
 for command in (store.append, store.read, store.certificate, store.reconcile):
     app.command()(command)
 

@@ -177,10 +177,8 @@ class IssuanceLedger:
                 return Step(results=[self._completed_result(completed, now)])
             return Step()
         if attempt.writer_epoch < s.writer_epoch:
-            stale = StaleFenceError(
-                f"writer epoch {attempt.writer_epoch} is older than {s.writer_epoch}",
-                writer_epoch=attempt.writer_epoch,
-                current=s.writer_epoch,
+            stale = StaleFenceError.of(
+                f"service {s.service_id} (writer epoch)", attempt.writer_epoch, s.writer_epoch
             )
             done = CompletedAttempt(
                 attempt_id=attempt.attempt_id,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.errors import DcbError
+from streams.errors import DcbError, StaleFenceError
 
 
 class ProjectionError(DcbError):
@@ -29,10 +29,11 @@ class RegistryLoadError(ProjectionError):
     code = "projection_registry_not_found"
 
 
-class ProjectionFencedError(ProjectionError):
-    """A newer runner (or a rebuild) of the same projection took over: this one stops."""
+class ProjectionFencedError(ProjectionError, StaleFenceError):
+    """A newer runner (or a rebuild) of the same projection took over: this one stops.
+    It is the one fencing error (:class:`~streams.errors.StaleFenceError`)."""
 
-    code = "projection_fenced"
+    code = StaleFenceError.code
 
 
 class CorruptCheckpointError(ProjectionError):

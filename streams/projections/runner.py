@@ -39,6 +39,9 @@ from confluent_kafka import (
 )
 
 from streams.codec import codec_from_settings
+from streams.erasure import open_key_store
+from streams.erasure.opener import KeyLookup, open_event
+from streams.erasure.sealing import sealed_subject
 from streams.errors import CodecError
 from streams.kafka import clients
 from streams.kafka.topic_admin import ensure_topics
@@ -200,6 +203,7 @@ class ProjectionRunner:
         self.available = False  # restored, and the last poll did not fail
         self._lock = threading.Lock()  # the core: polled by one thread, read by the endpoint
         self.settings = settings
+        self._keys = open_key_store(settings)  # sealed payloads are opened for the folds
         self.observers = [*observers, self.metrics.observe]
         self.codec = codec_from_settings(settings)
         self.crash = CrashPoints(settings.projections.crash_at)
@@ -301,6 +305,7 @@ class ProjectionRunner:
         assert self._consumer is not None
         limit = self.settings.projections.max_batch_records
         batch = clients.take_ready(self._consumer, limit, timeout_s)
+        lookup = KeyLookup(self._keys)  # keys as they are now: an erasure holds from here on
         for message in batch:
             topic, partition = message.topic(), message.partition() or 0
             offset = message.offset() or 0
@@ -327,6 +332,8 @@ class ProjectionRunner:
                 record = CommittedEvent.from_avro(
                     self.codec.decode(message.value(), CommittedEvent.schema_name).value
                 )
+                if sealed_subject(record.event.payload) is not None:
+                    record = record.model_copy(update={"event": open_event(record.event, lookup)})
                 self.core.offer_event(record, partition, offset)
             else:
                 self._certificate(message, partition, offset)
@@ -409,10 +416,12 @@ class ProjectionRunner:
         error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
         fenced = isinstance(error, KafkaError) and error.code() in _FENCED
         if fenced and time.monotonic() - self._restored_at < REFENCE_WINDOW_S:
-            raise ProjectionFencedError(
-                f"projection {self.projector.id} was fenced again within {REFENCE_WINDOW_S:.0f} s"
-                " of taking over: another runner of it is live",
-                projection_id=self.projector.id,
+            # Kafka's fencing names no token; this runner's own is the one it wrote with.
+            raise ProjectionFencedError.of(
+                f"projection {self.projector.id} (fenced again within "
+                f"{REFENCE_WINDOW_S:.0f} s of taking over: another runner of it is live)",
+                self._writer,
+                None,
             ) from exc
         self._failures += 1
         pause = FENCE_BACKOFF_S if fenced else min(0.25 * 2**self._failures, 30.0)
@@ -499,7 +508,7 @@ def run_projections(
     ``settings.projections.max_concurrent`` poll at the same time, in turn (a pool whose
     queue is first come, first served; each projection queues its next poll when its last
     one is done, so none starves); lag and ``/metrics`` served over HTTP. A projection
-    fenced by another live runner stops this process (exit ``projection_fenced``)."""
+    fenced by another live runner stops this process (exit ``stale_fence``)."""
     ensure_projection_topics(settings, registry.ids())
     metrics = RunnerMetrics()
     runners: dict[str, ProjectionRunner] = {}

@@ -27,6 +27,9 @@ from pydantic import BaseModel
 from streams import errors
 from streams.archive import ArchiveStore, open_archive
 from streams.codec import codec_from_settings
+from streams.erasure import KeyStore, open_key_store
+from streams.erasure.opener import KeyLookup, open_event
+from streams.erasure.sealing import seal, sealed_subject, subject_of
 from streams.errors import DcbError, KafkaUnavailableError
 from streams.kafka import clients
 from streams.kafka.topic_catalog import TopicRole, topic_name
@@ -177,6 +180,7 @@ class DcbClient:
         timeout_s: float = 60.0,
         channel: CommitChannel | None = None,
         archive: ArchiveStore | None = None,
+        keys: KeyStore | None = None,
     ) -> None:
         self.settings = settings or DcbSettings()
         self.bootstrap = bootstrap_servers or self.settings.resolved_bootstrap_servers
@@ -190,6 +194,9 @@ class DcbClient:
         # What the log dropped is read from the archive (the settings' one unless given).
         self._archive = archive
         self._archived_through: str | None = None  # what the index holds from the archive
+        # Payloads of events with a subject tag are sealed under the subject's key.
+        self._subject_prefix = self.settings.erasure.subject_prefix
+        self._keys = keys
         self._certificate: Certificate | None = None
         self._tails: dict[TopicRole, TopicTail] = {}
         self._tails_lock = threading.Lock()
@@ -209,6 +216,7 @@ class DcbClient:
             timeout_s=self.timeout_s,
             channel=self._channel,
             archive=self._archive,
+            keys=self._keys,
         )
 
     def _topic(self, role: TopicRole) -> str:
@@ -233,7 +241,7 @@ class DcbClient:
             CommitAttempt(
                 attempt_id=attempt_id or str(uuid7()),
                 writer_epoch=self.writer_epoch,
-                events=[e.stored() if isinstance(e, Event) else e for e in events],
+                events=[self._sealed(e.stored() if isinstance(e, Event) else e) for e in events],
                 condition=condition,
             )
         )
@@ -263,7 +271,39 @@ class DcbClient:
         Threads reading at once share one catch-up (:mod:`streams.sdk.shared_catch_up`)."""
         self._events_read.wait()
         with self._index_lock:
-            return ReadResult(self._events.select(query, after, limit), self._events.head)
+            found, head = self._events.select(query, after, limit), self._events.head
+        return ReadResult(self._opened(found), head)
+
+    # --- sealed payloads (crypto-shredding) ------------------------------------------
+
+    def _key_store(self) -> KeyStore:
+        if self._keys is None:
+            self._keys = open_key_store(self.settings)
+        return self._keys
+
+    def _sealed(self, event: EventData) -> EventData:
+        """``event`` with its payload sealed under its subject's key (if it has one)."""
+        if self._subject_prefix is None or sealed_subject(event.payload) is not None:
+            return event
+        subject = subject_of(event.tags, self._subject_prefix)
+        if subject is None:
+            return event
+        key = self._key_store().key_for_writing(subject)
+        return event.model_copy(
+            update={"payload": seal(event.payload, subject, event.event_id, key)}
+        )
+
+    def _opened(self, events: list[SequencedEvent]) -> list[SequencedEvent]:
+        """Sealed payloads opened, each subject's key looked up now: an erasure holds from
+        the next read on (a shredded marker for the erased)."""
+        lookup: KeyLookup | None = None
+        opened = []
+        for e in events:
+            if sealed_subject(e.event.payload) is not None:
+                lookup = lookup or KeyLookup(self._key_store())
+                e = e.model_copy(update={"event": open_event(e.event, lookup)})
+            opened.append(e)
+        return opened
 
     def certificate(self) -> Certificate | None:
         """The newest closed-prefix certificate of the service (``None`` before the first)."""

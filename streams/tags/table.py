@@ -20,7 +20,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from streams.errors import TagProtocolError
+from streams.errors import StaleFenceError, TagProtocolError
 from streams.model.digests import obligation_digest
 from streams.model.query import item_matches, items_guarded_at
 from streams.model.records import ErrorInfo, QueryItem, TagDelivery, TagResolution
@@ -154,12 +154,10 @@ class TagTable:
         if delivery.suid in s.reservations:
             return self._answer(delivery, "PREPARED")
         if delivery.writer_epoch < s.writer_epoch:
-            return self._reject(
-                delivery,
-                "stale_fence",
-                f"writer epoch {delivery.writer_epoch} is older than {s.writer_epoch} at {s.tag}",
-                {"writerEpoch": delivery.writer_epoch, "current": s.writer_epoch},
+            stale = StaleFenceError.of(
+                f"tag {s.tag} (writer epoch)", delivery.writer_epoch, s.writer_epoch
             )
+            return self._answer(delivery, "REJECTED", rejection=ErrorInfo.of(stale))
         event = delivery.event
         if event is None:
             return self._reject(delivery, "invalid_delivery", "PREPARE without its event", {})

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from streams.infra.worker_process import worker_env
+from streams.settings import DcbSettings
+
 DCB = Path(sys.executable).parent / "dcb"
 
 
@@ -34,3 +37,13 @@ def dcb(*args: str, env: dict[str, str] | None = None, timeout_s: float = 180) -
         check=False,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def lifecycle_env(settings: DcbSettings) -> dict[str, str]:
+    """What makes a ``dcb`` child see ``settings``' topics, archive and key file."""
+    return {
+        **worker_env(settings),
+        "DCB_ARCHIVE__DIR": str(settings.archive.dir),
+        "DCB_ERASURE__SUBJECT_PREFIX": settings.erasure.subject_prefix or "",
+        "DCB_ERASURE__KEY_FILE": str(settings.erasure.key_file),
+    }

@@ -10,7 +10,7 @@ import pytest
 from streams.kafka import clients
 from streams.kafka.topic_admin import ensure_topics
 from streams.kafka.topic_catalog import topic_specs
-from streams.settings import DcbSettings
+from streams.settings import ArchiveSettings, DcbSettings, ErasureSettings
 from tests.integration.workers import WorkerProcess
 
 
@@ -27,5 +27,25 @@ def pipeline_settings(settings: DcbSettings, request: pytest.FixtureRequest) -> 
 @pytest.fixture
 def worker(pipeline_settings: DcbSettings, tmp_path: Path) -> Iterator[WorkerProcess]:
     process = WorkerProcess(pipeline_settings, tmp_path, "worker", grace_ms=3_000)
+    yield process.start()
+    process.stop()
+
+
+@pytest.fixture
+def lifecycle_settings(settings: DcbSettings, tmp_path: Path) -> DcbSettings:
+    """The topics of a test's prefix, with an archive folder and a key file of its own and
+    subjects named by ``user:`` tags (the log-lifecycle tests)."""
+    ensure_topics(clients.admin(settings.resolved_bootstrap_servers), topic_specs(settings.topics))
+    return settings.model_copy(
+        update={
+            "archive": ArchiveSettings(dir=tmp_path / "archive"),
+            "erasure": ErasureSettings(subject_prefix="user:", key_file=tmp_path / "keys.json"),
+        }
+    )
+
+
+@pytest.fixture
+def lifecycle_worker(lifecycle_settings: DcbSettings, tmp_path: Path) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(lifecycle_settings, tmp_path, "worker", grace_ms=3_000)
     yield process.start()
     process.stop()

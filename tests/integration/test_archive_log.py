@@ -12,40 +12,23 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
 
 from streams.archive import DirectoryArchive
 from streams.archive.history import history
-from streams.infra.worker_process import worker_env
 from streams.kafka import clients
 from streams.kafka.partitioner import key_partition
-from streams.kafka.topic_admin import ensure_topics
-from streams.kafka.topic_catalog import TopicRole, topic_name, topic_specs
+from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.model.records import AppendCondition, QueryItem
 from streams.sdk import DcbClient, Event
-from streams.settings import ArchiveSettings, DcbSettings
-from tests.integration.cli import dcb
+from streams.settings import DcbSettings
+from tests.integration.cli import dcb, lifecycle_env
 from tests.integration.oracle import read_to_end
 from tests.integration.workers import WorkerProcess
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def archived(settings: DcbSettings, tmp_path: Path) -> DcbSettings:
-    ensure_topics(clients.admin(settings.resolved_bootstrap_servers), topic_specs(settings.topics))
-    return settings.model_copy(update={"archive": ArchiveSettings(dir=tmp_path / "archive")})
-
-
-@pytest.fixture
-def worker(archived: DcbSettings, tmp_path: Path) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(archived, tmp_path, "worker", grace_ms=3_000)
-    yield process.start()
-    process.stop()
 
 
 def neighbours(partitions: int) -> tuple[str, str]:
@@ -101,7 +84,7 @@ def raw(settings: DcbSettings, partition: int) -> list[tuple[int, bytes]]:
 
 
 def run_archive(settings: DcbSettings, *args: str, crash: bool = False) -> dict:
-    env = {**worker_env(settings), "DCB_ARCHIVE__DIR": str(settings.archive.dir)}
+    env = lifecycle_env(settings)
     if crash:
         env["DCB_ARCHIVE__CRASH_AT"] = "after-append"
     done = dcb("archive", *args, "--json", env=env)
@@ -113,8 +96,9 @@ def run_archive(settings: DcbSettings, *args: str, crash: bool = False) -> dict:
 
 
 def test_archive_truncate_and_read_across_the_boundary(
-    archived: DcbSettings, worker: WorkerProcess
+    lifecycle_settings: DcbSettings, lifecycle_worker: WorkerProcess
 ) -> None:
+    archived = lifecycle_settings
     a, b = neighbours(archived.topics.partitions)
     partition = key_partition(a.encode(), archived.topics.partitions)
     with (
@@ -180,13 +164,16 @@ def test_archive_truncate_and_read_across_the_boundary(
         assert first_b == [e.position for e in client_b.read()]
 
 
-def test_only_a_certified_suid_is_archived(archived: DcbSettings, worker: WorkerProcess) -> None:
+def test_only_a_certified_suid_is_archived(
+    lifecycle_settings: DcbSettings, lifecycle_worker: WorkerProcess
+) -> None:
+    archived = lifecycle_settings
     a, _ = neighbours(archived.topics.partitions)
     with DcbClient(service_id=a, settings=archived) as client:
         suids = subscribe(client, 2, "course:c1")
         prefix = certified(client, suids[-1])
     beyond = str(int(prefix) + 10**12).zfill(30)
-    env = {**worker_env(archived), "DCB_ARCHIVE__DIR": str(archived.archive.dir)}
+    env = lifecycle_env(archived)
     done = dcb("archive", "--service", a, "--through", beyond, "--json", env=env)
     assert done.exit_code == 1
     assert json.loads(done.stdout)["error"]["code"] == "archive_not_certified"

@@ -276,6 +276,8 @@ def test_a_stale_writer_epoch_cannot_commit(
             with pytest.raises(StaleFenceError) as info:
                 zombie.append([registered("old")])
             assert info.value.code == "stale_fence"
+            assert info.value.details["stale"] == 3 and info.value.details["current"] == 5
+            assert "epochs" in info.value.details["fenced"]
         assert [e.position for e in current.read()] == committed.suids
 
 

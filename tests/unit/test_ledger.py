@@ -162,6 +162,7 @@ def test_a_stale_writer_epoch_is_refused_before_any_suid() -> None:
     step = ledger.register(attempt("a2", event(2, "t"), epoch=2), T0)
     (result,) = step.results
     assert result.error is not None and result.error.code == "stale_fence"
+    assert json.loads(result.error.details_json or "{}")["stale"] == 2
     assert step.deliveries == [] and ledger.state.watermark == watermark
 
 
@@ -424,6 +425,11 @@ def test_tag_table_refuses_stale_epochs_and_honours_tombstones_forever() -> None
     assert table.handle(delivery("PREPARE", suid(1), event=event(1, "t"), writer_epoch=5))
     stale = table.handle(delivery("PREPARE", suid(2), event=event(2, "t"), writer_epoch=4))
     assert stale.rejection is not None and stale.rejection.code == "stale_fence"
+    assert json.loads(stale.rejection.details_json or "{}") == {
+        "fenced": "tag t (writer epoch)",
+        "stale": 4,
+        "current": 5,
+    }
     fenced = table.handle(delivery("FENCE", suid(1), fence_epoch=7))
     assert (fenced.status, fenced.tombstone_epoch) == ("ABSENT_AND_IRREVOCABLY_FENCED", 7)
     for action in ("PREPARE", "INSTALL", "FENCE"):

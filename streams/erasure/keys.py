@@ -1,0 +1,125 @@
+"""Per-subject keys: the key store SPI and its backends (in memory, a local file).
+
+Destroying a key is what erasure is: once ``destroy`` returns, no reader can open that
+subject's payloads, wherever their ciphertext lies. A destroyed subject stays destroyed:
+its key is never created again (a later event of that subject is refused a key, so
+nothing new is written that a reader could open while the old stays shredded).
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from streams.erasure.exceptions import ErasureError, KeyStoreError
+from streams.erasure.sealing import new_key
+
+
+class SubjectErasedError(ErasureError):
+    """The subject was erased: no new payload of it is sealed (and so written)."""
+
+    code = "subject_erased"
+
+
+class KeyStore(ABC):
+    @abstractmethod
+    def key_for_writing(self, subject: str) -> bytes:
+        """The subject's key, made on first use; :class:`SubjectErasedError` once erased."""
+
+    @abstractmethod
+    def key_for_reading(self, subject: str) -> bytes | None:
+        """The subject's key, or ``None`` once erased (or never made)."""
+
+    @abstractmethod
+    def destroy(self, subject: str) -> bool:
+        """Erase the subject's key; True if there was one to destroy (idempotent)."""
+
+
+class MemoryKeyStore(KeyStore):
+    def __init__(self) -> None:
+        self._keys: dict[str, bytes | None] = {}  # None: destroyed
+        self._lock = threading.Lock()
+
+    def key_for_writing(self, subject: str) -> bytes:
+        with self._lock:
+            if subject in self._keys and self._keys[subject] is None:
+                raise SubjectErasedError(f"{subject} was erased", subject=subject)
+            key = self._keys.setdefault(subject, new_key())
+            assert key is not None
+            return key
+
+    def key_for_reading(self, subject: str) -> bytes | None:
+        with self._lock:
+            return self._keys.get(subject)
+
+    def destroy(self, subject: str) -> bool:
+        with self._lock:
+            had = self._keys.get(subject) is not None
+            self._keys[subject] = None
+            return had
+
+
+class FileKeyStore(KeyStore):
+    """Keys in one JSON file (mode 0600), rewritten whole under an ``flock`` and replaced
+    atomically (fsynced): the embedded default. Every read looks the key up afresh, so an
+    erasure holds for the next read of every reader on the machine."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    @contextmanager
+    def _locked(self) -> Iterator[dict[str, str | None]]:
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        with open(lock_path, "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield self._load()
+
+    def _load(self) -> dict[str, str | None]:
+        try:
+            loaded = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        except ValueError as exc:
+            raise KeyStoreError(f"the key file {self.path} is not JSON: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise KeyStoreError(f"the key file {self.path} is not a JSON object")
+        return loaded
+
+    def _save(self, keys: dict[str, str | None]) -> None:
+        partial = self.path.with_name(self.path.name + ".partial")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(keys, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, self.path)
+
+    def key_for_writing(self, subject: str) -> bytes:
+        with self._locked() as keys:
+            if subject in keys and keys[subject] is None:
+                raise SubjectErasedError(f"{subject} was erased", subject=subject)
+            if keys.get(subject) is None:
+                keys[subject] = base64.b64encode(new_key()).decode()
+                self._save(keys)
+            stored = keys[subject]
+            assert stored is not None
+            return base64.b64decode(stored)
+
+    def key_for_reading(self, subject: str) -> bytes | None:
+        stored = self._load().get(subject)
+        return None if stored is None else base64.b64decode(stored)
+
+    def destroy(self, subject: str) -> bool:
+        with self._locked() as keys:
+            had = keys.get(subject) is not None
+            keys[subject] = None
+            self._save(keys)
+            return had
