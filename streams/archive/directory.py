@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from streams.archive.api import ArchiveStore, KeyPage, Segment, SegmentHeader
+from streams.archive.exceptions import ArchiveCorruptError
 from streams.archive.rules import (
     DIGEST_PREFIX,
     canonical_bytes,
@@ -25,6 +25,7 @@ from streams.archive.rules import (
     classify_append,
     verified,
 )
+from streams.infra.durable_file import make_folder_durably, write_durably
 
 MANIFEST = "manifest.json"
 _LOCK = ".lock"
@@ -34,7 +35,7 @@ class DirectoryArchive(ArchiveStore):
     def __init__(self, root: Path) -> None:
         self.root = root
         self._keys = root / "keys"
-        self._keys.mkdir(parents=True, exist_ok=True)
+        make_folder_durably(self._keys)
 
     # --- layout -------------------------------------------------------------------
 
@@ -49,7 +50,7 @@ class DirectoryArchive(ArchiveStore):
     @contextmanager
     def _locked(self, key: str, exclusive: bool) -> Iterator[Path]:
         folder = self._folder(key)
-        folder.mkdir(exist_ok=True)
+        make_folder_durably(folder)
         with open(folder / _LOCK, "a+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             yield folder  # the lock goes with the file's closing
@@ -60,26 +61,14 @@ class DirectoryArchive(ArchiveStore):
             text = (folder / MANIFEST).read_text()
         except FileNotFoundError:
             return []
-        return [SegmentHeader.model_validate(h) for h in json.loads(text)]
-
-    @staticmethod
-    def _write(path: Path, data: bytes) -> None:
-        """``data`` at ``path`` whole or not at all, on disk before this returns."""
-        partial = path.with_name(path.name + ".partial")
-        with open(partial, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, path)
-        folder = os.open(path.parent, os.O_RDONLY)
         try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+            return [SegmentHeader.model_validate(h) for h in json.loads(text)]
+        except (ValueError, TypeError) as exc:
+            raise ArchiveCorruptError(f"{folder / MANIFEST} does not parse: {exc}") from exc
 
     def _publish(self, folder: Path, headers: Sequence[SegmentHeader]) -> None:
         manifest = json.dumps([h.model_dump() for h in headers], indent=1)
-        self._write(folder / MANIFEST, manifest.encode())
+        write_durably(folder / MANIFEST, manifest.encode())
 
     # --- the store ----------------------------------------------------------------
 
@@ -89,7 +78,7 @@ class DirectoryArchive(ArchiveStore):
             if classify_append(key, held, segment.header) == "noop":
                 return
             body = canonical_bytes(segment.records)
-            self._write(self.segment_file(folder, segment.header), body)
+            write_durably(self.segment_file(folder, segment.header), body)
             self._publish(folder, [*held, segment.header])
 
     def _headers(self, key: str) -> list[SegmentHeader]:
@@ -104,7 +93,13 @@ class DirectoryArchive(ArchiveStore):
             return []
         with self._locked(key, exclusive=False) as folder:
             wanted = [h for h in self._manifest(folder) if h.overlaps(from_suid, through_suid)]
-            bodies = [self.segment_file(folder, h).read_bytes() for h in wanted]
+            try:
+                bodies = [self.segment_file(folder, h).read_bytes() for h in wanted]
+            except FileNotFoundError as exc:
+                raise ArchiveCorruptError(
+                    f"archive {key!r}: a segment its manifest names is gone: {exc.filename}",
+                    key=key,
+                ) from exc
         return [
             Segment(header=h, records=tuple(verified(key, h, body)))
             for h, body in zip(wanted, bodies, strict=True)
@@ -128,7 +123,7 @@ class DirectoryArchive(ArchiveStore):
             held = self._manifest(folder)
             check_unchanged(key, held, expected)
             for segment in segments:
-                self._write(
+                write_durably(
                     self.segment_file(folder, segment.header), canonical_bytes(segment.records)
                 )
             self._publish(folder, [s.header for s in segments])

@@ -44,6 +44,13 @@ class ArchiveDigestError(ArchiveError):
     code = "archive_digest"
 
 
+class ArchiveCorruptError(ArchiveError):
+    """The archive's own bookkeeping is damaged: a manifest that does not parse, a
+    segment it names that is gone."""
+
+    code = "archive_corrupt"
+
+
 class ArchiveNotCertifiedError(ArchiveError):
     """An archive run asked for SUIDs above the service's certified prefix, where an
     event may still commit."""

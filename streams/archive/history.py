@@ -20,11 +20,13 @@ from streams.archive.plan import (
     plan_segments,
     truncation_offset,
 )
+from streams.archive.rules import check_incarnation
 from streams.codec import codec_from_settings
 from streams.errors import KafkaUnavailableError
 from streams.kafka import clients
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.model.records import Certificate, CommittedEvent
+from streams.model.suid import parse_suid
 from streams.projections.certificates import Verdict, judge
 from streams.sdk.tail import TopicTail
 from streams.settings import DcbSettings
@@ -93,8 +95,7 @@ def read_partition(settings: DcbSettings, service: str) -> Partition:
         tail.close()
 
 
-def certified_prefix(settings: DcbSettings, service: str, lineage: str | None) -> str | None:
-    """The newest certificate's prefix, if a projection would trust it."""
+def newest_certificate(settings: DcbSettings, service: str) -> Certificate | None:
     codec = codec_from_settings(settings)
     newest: list[Certificate] = []
 
@@ -109,9 +110,22 @@ def certified_prefix(settings: DcbSettings, service: str, lineage: str | None) -
         tail.catch_up(keep)
     finally:
         tail.close()
-    if not newest or judge(newest[0], service, None, lineage) is not Verdict.ACCEPTED:
+    return newest[0] if newest else None
+
+
+def certified_prefix(
+    certificate: Certificate | None, service: str, lineage: str | None, partition: Partition
+) -> str | None:
+    """The prefix of a certificate a projection would trust, of this history, whose
+    coverage the partition was read past: every event at or below the prefix was read."""
+    if certificate is None or judge(certificate, service, None, None) is not Verdict.ACCEPTED:
         return None
-    return newest[0].closed_prefix_suid
+    if lineage is not None:
+        check_incarnation(service, lineage, certificate.allocator_lineage_id)
+    covered = {c.partition: c.offset for c in certificate.coverage}
+    if partition.end < covered.get(partition.number, 0):
+        return None  # cannot happen when the certificate was read first; never guessed
+    return certificate.closed_prefix_suid
 
 
 def projections_keep_from(settings: DcbSettings, partition: int) -> tuple[int | None, str | None]:
@@ -141,13 +155,17 @@ def archive_service(
     prefix of its ``dcb.events`` partition that every service there has archived and
     every projection has read. Run again after a crash, it appends nothing new and
     drops what the crashed run did not."""
+    parse_suid(through)
+    # The certificate first, the log after it: every event at or below its prefix lies
+    # below its coverage, so the read (to the end, later) holds all of them.
+    certificate = newest_certificate(settings, service)
     partition = read_partition(settings, service)
     held = store.headers(service)
     lineage = held[0].incarnation if held else None
     lineage = lineage or next(
         (r.lineage for r in partition.records if r.service_id == service), None
     )
-    certified = certified_prefix(settings, service, lineage)
+    certified = certified_prefix(certificate, service, lineage, partition)
     segments = plan_segments(
         service, partition.records, held, through, certified, settings.archive.segment_records
     )
@@ -159,10 +177,10 @@ def archive_service(
         os._exit(70)
     services = {r.service_id for r in partition.records}
     archived = {s: archived_through(store.headers(s)) for s in services}
-    cut = truncation_offset(partition.records, archived, partition.end, None)
-    keep_from, projection = projections_keep_from(settings, partition.number)
+    cut = truncation_offset(partition.records, archived, partition.end)
     blocker = next((r.service_id for r in partition.records if r.offset == cut), None)
-    if keep_from is not None and keep_from < cut:
+    keep_from, projection = projections_keep_from(settings, partition.number)
+    if keep_from is not None and keep_from < cut:  # never past what a projection must read
         cut, blocker = keep_from, projection
     if cut > partition.low:
         _delete_records(settings, partition.number, cut)

@@ -79,18 +79,15 @@ def plan_segments(
 
 
 def truncation_offset(
-    log: Iterable[LogRecord], archived: Mapping[str, str | None], end: int, keep_from: int | None
+    log: Iterable[LogRecord], archived: Mapping[str, str | None], end: int
 ) -> int:
     """The offset below which one partition may drop records: the first record (in
-    offset order) whose service's archive does not cover its SUID, else ``end``; never
-    above ``keep_from`` (the least offset a projection has yet to read)."""
-    cut = end
+    offset order) whose service's archive does not cover its SUID, else ``end``."""
     for record in log:
         through = archived.get(record.service_id)
         if through is None or record.suid > through:
-            cut = record.offset
-            break
-    return cut if keep_from is None else min(cut, keep_from)
+            return record.offset
+    return end
 
 
 def merged_history(

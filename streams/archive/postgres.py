@@ -78,7 +78,7 @@ class PostgresArchive(ArchiveStore):
         try:
             with psycopg.connect(self.dsn) as conn, conn.transaction(), conn.cursor() as cur:
                 yield cur
-        except psycopg.OperationalError as exc:
+        except psycopg.Error as exc:  # the rules' own refusals are not psycopg's
             raise ArchiveUnavailableError(f"the PostgreSQL archive: {exc}") from exc
 
     @staticmethod

@@ -19,14 +19,14 @@ from streams.settings import DcbSettings
 class ErasureReport:
     subject: str
     key_destroyed: bool  # False: erased before (or never written): erasure is idempotent
-    unreadable_events: int  # events in dcb.events sealed under the subject
+    unreadable_events: int  # events the hot log (dcb.events) holds sealed under the subject
     services: list[str]  # the services those events belong to
 
 
 def erase(settings: DcbSettings, keys: KeyStore, subject: str) -> ErasureReport:
     """Destroy ``subject``'s key first, then read ``dcb.events`` to the committed end
-    and count its sealed events: every copy of them (log, archive, read models built
-    from them afresh) is ciphertext that no key opens any more."""
+    and count its sealed events there (archived ones are not counted): every copy of them
+    (log, archive, read models built from them afresh) is ciphertext no key opens now."""
     destroyed = keys.destroy(subject)
     codec = codec_from_settings(settings)
     count = 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import fcntl
 import json
-import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -20,12 +19,20 @@ from pathlib import Path
 
 from streams.erasure.exceptions import ErasureError, KeyStoreError
 from streams.erasure.sealing import new_key
+from streams.infra.durable_file import write_durably
 
 
 class SubjectErasedError(ErasureError):
     """The subject was erased: no new payload of it is sealed (and so written)."""
 
     code = "subject_erased"
+
+
+class KeyMissingError(KeyStoreError):
+    """A sealed payload's subject has no key here, erased or not: this is not the key
+    store its writer used, or that store lost the key."""
+
+    code = "key_missing"
 
 
 class KeyStore(ABC):
@@ -35,7 +42,9 @@ class KeyStore(ABC):
 
     @abstractmethod
     def key_for_reading(self, subject: str) -> bytes | None:
-        """The subject's key, or ``None`` once erased (or never made)."""
+        """The subject's key, or ``None`` once erased; :class:`KeyMissingError` for a
+        subject this store never had a key of (the wrong key store, or a lost one: a
+        reader must not show such payloads as erased)."""
 
     @abstractmethod
     def destroy(self, subject: str) -> bool:
@@ -57,7 +66,9 @@ class MemoryKeyStore(KeyStore):
 
     def key_for_reading(self, subject: str) -> bytes | None:
         with self._lock:
-            return self._keys.get(subject)
+            if subject not in self._keys:
+                raise KeyMissingError(f"no key was ever made for {subject}", subject=subject)
+            return self._keys[subject]
 
     def destroy(self, subject: str) -> bool:
         with self._lock:
@@ -94,13 +105,7 @@ class FileKeyStore(KeyStore):
         return loaded
 
     def _save(self, keys: dict[str, str | None]) -> None:
-        partial = self.path.with_name(self.path.name + ".partial")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(keys, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, self.path)
+        write_durably(self.path, json.dumps(keys).encode(), mode=0o600)
 
     def key_for_writing(self, subject: str) -> bytes:
         with self._locked() as keys:
@@ -114,7 +119,15 @@ class FileKeyStore(KeyStore):
             return base64.b64decode(stored)
 
     def key_for_reading(self, subject: str) -> bytes | None:
-        stored = self._load().get(subject)
+        keys = self._load()
+        if subject not in keys:
+            raise KeyMissingError(
+                f"{self.path} has no key for {subject}: is this the key store its writer "
+                "used (DCB_ERASURE__KEY_FILE)?",
+                subject=subject,
+                key_file=str(self.path),
+            )
+        stored = keys[subject]
         return None if stored is None else base64.b64decode(stored)
 
     def destroy(self, subject: str) -> bool:

@@ -241,14 +241,14 @@ class ProjectionRunner:
         # The checkpoints too: one written by another (a rebuild) means start again.
         assignment = [restored.checkpoints_end]
         try:
-            for topic, offsets in (
-                (self.events_topic, checkpoint.events_offsets),
-                (self.certificates_topic, checkpoint.certificates_offsets),
+            # Events from offset 0 itself at the start: a log that dropped a prefix (archived)
+            # then says so (HistoryTruncatedError) instead of being read from its new start.
+            for topic, offsets, start in (
+                (self.events_topic, checkpoint.events_offsets, 0),
+                (self.certificates_topic, checkpoint.certificates_offsets, OFFSET_BEGINNING),
             ):
                 partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-                assignment += [
-                    TopicPartition(topic, p, offsets.get(p, OFFSET_BEGINNING)) for p in partitions
-                ]
+                assignment += [TopicPartition(topic, p, offsets.get(p, start)) for p in partitions]
             consumer.assign(assignment)
         except BaseException:
             consumer.close()
@@ -317,8 +317,9 @@ class ProjectionRunner:
                 elif error.code() == KafkaError._AUTO_OFFSET_RESET:
                     raise HistoryTruncatedError(
                         f"projection {self.projector.id}: {topic}[{partition}] no longer holds "
-                        f"the events it has still to apply ({error.str()}); give dcb.events "
-                        "unlimited retention, then rebuild the projection",
+                        f"the events it has still to apply ({error.str()}): they were archived "
+                        "(dcb archive) or dropped by retention; projections do not read the "
+                        "archive yet: keep dcb.events whole while a projection needs it",
                         projection_id=self.projector.id,
                     )
                 elif error.fatal():

@@ -283,7 +283,13 @@ class DcbClient:
 
     def _sealed(self, event: EventData) -> EventData:
         """``event`` with its payload sealed under its subject's key (if it has one)."""
-        if self._subject_prefix is None or sealed_subject(event.payload) is not None:
+        if sealed_subject(event.payload) is not None:  # it would not open on this event
+            raise errors.InvalidEventError(
+                f"event {event.event_id}: its payload is in the sealed form; a payload is "
+                "sealed by the client that appends it, not before",
+                event_id=event.event_id,
+            )
+        if self._subject_prefix is None:
             return event
         subject = subject_of(event.tags, self._subject_prefix)
         if subject is None:
@@ -319,7 +325,6 @@ class DcbClient:
                 topic = self._topic(role)
                 truncated: Callable[[int], None] | None = None
                 if role is TopicRole.EVENTS:  # history the log dropped is in the archive
-                    self._load_archive()
                     truncated = lambda _partition: self._load_archive()  # noqa: E731
                 tail = TopicTail(
                     self.bootstrap, topic, key=key, on_demand=True, on_truncated=truncated
@@ -328,9 +333,10 @@ class DcbClient:
         tail.catch_up(handle)
 
     def _load_archive(self) -> None:
-        """Index what the archive holds of this service beyond what is indexed: first at
-        the start, then whenever the log turns out to have dropped records not yet read
-        (``dcb archive`` drops only what it has archived, after archiving it)."""
+        """Index what the archive holds of this service beyond what is indexed, when the
+        log turns out to have dropped records not yet read (the first read of a truncated
+        log, too): ``dcb archive`` drops only what it has archived, after archiving it.
+        A client of a log never truncated never opens the archive."""
         if self._archive is None:
             self._archive = open_archive(self.settings)
         segments = self._archive.read(self.service_id, from_suid=self._archived_through)

@@ -76,12 +76,17 @@ class TopicTail:
         self.read_to = {p: (start or {}).get(p, 0) for p in partitions}
         if from_end:  # pin the start now, so nothing produced after this call is missed
             self.read_to = self._ends()
-        self.consumer.assign(
-            [TopicPartition(topic, p, self.read_to[p] or OFFSET_BEGINNING) for p in partitions]
-        )
+        self.consumer.assign([TopicPartition(topic, p, self._position(p)) for p in partitions])
         self.on_demand = on_demand
         if on_demand:
             self.consumer.pause(self._all())
+
+    def _position(self, partition: int) -> int:
+        """Where to read ``partition`` from: where it was read to; at the start, offset 0
+        itself when a dropped prefix must be noticed (``OFFSET_BEGINNING`` would move to
+        the log start without a word), else wherever the log starts."""
+        offset = self.read_to[partition]
+        return offset if offset or self.on_truncated is not None else OFFSET_BEGINNING
 
     def _all(self) -> list[TopicPartition]:
         return [TopicPartition(self.topic, p) for p in self.partitions]
@@ -91,10 +96,19 @@ class TopicTail:
         polls the tail calls this: a seek from another thread while one polled hung here."""
         if not self.on_demand:
             return
+        if self.on_truncated is not None:
+            # A partition assigned at an offset the log has since dropped accepts no seek
+            # (librdkafka: erroneous state): assigned afresh (a pause outlives that), it
+            # fetches and says so.
+            self.consumer.assign(
+                [TopicPartition(self.topic, p, self._position(p)) for p in self.partitions]
+            )
+            self.consumer.resume(self._all())
+            return
         self.consumer.resume(self._all())
         # A resumed partition may wait a second for its next fetch; a seek starts one.
-        for partition, offset in self.read_to.items():
-            self.consumer.seek(TopicPartition(self.topic, partition, offset or OFFSET_BEGINNING))
+        for partition in self.read_to:
+            self.consumer.seek(TopicPartition(self.topic, partition, self._position(partition)))
 
     def rest(self) -> None:
         """Stop fetching until :meth:`wake` (an on-demand tail)."""
@@ -143,17 +157,19 @@ class TopicTail:
 
     def _resume_at_log_start(self, partition: int) -> None:
         assert self.on_truncated is not None
-        start, _ = self.consumer.get_watermark_offsets(
-            TopicPartition(self.topic, partition), timeout=10
-        )
+        try:
+            start, _ = self.consumer.get_watermark_offsets(
+                TopicPartition(self.topic, partition), timeout=10
+            )
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"the log start of {self.topic}[{partition}]: {exc}", topic=self.topic
+            ) from exc
         self.on_truncated(partition)
         self.read_to[partition] = max(self.read_to[partition], start)
         # After the reset error the partition accepts no seek: assign everything afresh.
         self.consumer.assign(
-            [
-                TopicPartition(self.topic, p, self.read_to[p] or OFFSET_BEGINNING)
-                for p in self.partitions
-            ]
+            [TopicPartition(self.topic, p, self._position(p)) for p in self.partitions]
         )
 
     def catch_up(self, handle: Callable[[Message], None], timeout_s: float = 30.0) -> None:

@@ -10,6 +10,7 @@ what was dropped.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 
@@ -22,6 +23,10 @@ from streams.kafka import clients
 from streams.kafka.partitioner import key_partition
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.model.records import AppendCondition, QueryItem
+from streams.projections.api import ProjectorRegistry, TagProjector
+from streams.projections.checkpoint import Checkpoint
+from streams.projections.exceptions import HistoryTruncatedError
+from streams.projections.runner import checkpoints_topic, ensure_projection_topics, run_projections
 from streams.sdk import DcbClient, Event
 from streams.settings import DcbSettings
 from tests.integration.cli import dcb, lifecycle_env
@@ -105,6 +110,8 @@ def test_archive_truncate_and_read_across_the_boundary(
         DcbClient(service_id=a, settings=archived) as client_a,
         DcbClient(service_id=b, settings=archived) as client_b,
     ):
+        empty = DcbClient(service_id=a, settings=archived)  # its first read finds nothing
+        assert list(empty.read()) == []
         first_a = subscribe(client_a, 12, "course:c1")
         early = DcbClient(service_id=a, settings=archived)  # reads now, and again at the end
         assert [e.position for e in early.read()] == first_a
@@ -155,12 +162,13 @@ def test_archive_truncate_and_read_across_the_boundary(
 
         # Clients read every event, in SUID order, nothing twice: one that kept reading,
         # one that stopped early and finds the log has dropped what it had yet to read
-        # (it takes those from the archive), and one started after everything.
+        # (it takes those from the archive), one started after everything, and one whose
+        # only read came before any event.
         fresh = DcbClient(service_id=a, settings=archived)
-        for reader in (client_a, early, fresh):
+        for reader in (client_a, early, fresh, empty):
             assert [e.position for e in reader.read()] == first_a + more_a + late_a
-        fresh.close()
-        early.close()
+        for reader in (fresh, early, empty):
+            reader.close()
         assert first_b == [e.position for e in client_b.read()]
 
 
@@ -179,3 +187,61 @@ def test_only_a_certified_suid_is_archived(
     assert json.loads(done.stdout)["error"]["code"] == "archive_not_certified"
     store = DirectoryArchive(archived.archive.folder(archived.broker.cache_dir))
     assert store.headers(a) == []
+
+
+def _lagging_checkpoint(settings: DcbSettings, partition: int, offset: int) -> None:
+    """What a projection that has read ``partition`` up to ``offset`` leaves behind."""
+    ensure_projection_topics(settings, ["lagging"])
+    producer = clients.producer(settings.resolved_bootstrap_servers)
+    checkpoint = Checkpoint(projection_id="lagging", events_offsets={partition: offset})
+    producer.produce(
+        checkpoints_topic(settings), key=b"lagging", value=checkpoint.model_dump_json().encode()
+    )
+    producer.flush(10)
+
+
+def test_the_log_keeps_what_a_projection_has_yet_to_read_and_a_new_one_refuses_a_cut_log(
+    lifecycle_settings: DcbSettings, lifecycle_worker: WorkerProcess
+) -> None:
+    settings = lifecycle_settings
+    a, _ = neighbours(settings.topics.partitions)
+    partition = key_partition(a.encode(), settings.topics.partitions)
+    with DcbClient(service_id=a, settings=settings) as client:
+        suids = subscribe(client, 6, "course:c1")
+        through = certified(client, suids[-1])
+    offsets = [o for o, _ in raw(settings, partition)]
+    _lagging_checkpoint(settings, partition, offsets[3])
+    report = run_archive(settings, "--service", a, "--through", through)
+    assert report["events"] == 6 and report["held_back_by"] == "projection lagging"
+    assert log_start(settings, partition) == offsets[3]
+    _lagging_checkpoint(settings, partition, offsets[-1] + 2)  # it caught up
+    run_archive(settings, "--service", a, "--through", through)
+    assert log_start(settings, partition) > offsets[-1]
+
+    # A projection that starts now would fold a history with a hole: it stops instead.
+    rosters = TagProjector(
+        id="late-roster",
+        query=(QueryItem(tags=["course:c1"]),),
+        tag_prefix="course:",
+        fold=lambda row, event: {"n": row.get("n", 0) + 1},
+    )
+    failure: list[BaseException] = []
+    stop = threading.Event()
+    port0 = settings.projections.model_copy(update={"http_port": 0})
+
+    def run() -> None:
+        try:
+            run_projections(
+                ProjectorRegistry([rosters]),
+                settings.model_copy(update={"projections": port0}),
+                stop,
+            )
+        except BaseException as exc:
+            failure.append(exc)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    runner.join(60)
+    stop.set()
+    runner.join(30)
+    assert failure and isinstance(failure[0], HistoryTruncatedError), failure

@@ -121,16 +121,25 @@ def test_erasing_a_subject_under_load(
         # Every reader keeps working: the erased subject reads as shredded, others in full.
         fresh = DcbClient(service_id=service, settings=sealed)
         for reader in (client, fresh):
+            seen: dict[str, int] = dict.fromkeys(SUBJECTS, 0)
             for e in reader.read([QueryItem(tags=["people"])]):
                 (subject,) = [t for t in e.event.tags if t.startswith("user:")]
+                seen[subject] += 1
                 body = json.loads(e.event.payload)
                 if subject == ERASED:
                     assert body == {SHREDDED: True, "subject": ERASED}
                 else:
                     assert body["name"] in written[subject]
+            assert seen == {s: len(v) for s, v in written.items()}  # every event, once
         fresh.close()
         shown = dcb("read", "--service", service, "--json", env=lifecycle_env(sealed))
-        assert shown.exit_code == 0 and ERASED in shown.stdout
+        assert shown.exit_code == 0, shown.stderr
+        printed = json.loads(shown.stdout)
+        assert len(printed) == sum(len(v) for v in written.values())
+        for e in printed:
+            if ERASED in e["tags"]:
+                assert json.loads(e["payload"]) == {SHREDDED: True, "subject": ERASED}
+        assert not any(t in shown.stdout for t in written[ERASED])
         again = dcb("erase", "--subject", ERASED, "--json", env=lifecycle_env(sealed))
         assert json.loads(again.stdout)["key_destroyed"] is False  # idempotent
 

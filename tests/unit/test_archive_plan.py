@@ -47,27 +47,44 @@ def test_another_lineage_is_not_archived_as_this_history() -> None:
 
 def test_the_log_drops_only_below_the_first_unarchived_record() -> None:
     both = {"a": format_suid(5), "b": format_suid(2)}
-    assert truncation_offset(LOG, both, 5, None) == 4  # b's 6 is not archived
-    assert truncation_offset(LOG, {"a": format_suid(5)}, 5, None) == 1  # b has no archive
-    assert truncation_offset(LOG, {"a": format_suid(9), "b": format_suid(9)}, 7, None) == 7
-    assert truncation_offset(LOG, {"a": format_suid(9), "b": format_suid(9)}, 7, 3) == 3
+    assert truncation_offset(LOG, both, 5) == 4  # b's 6 is not archived
+    assert truncation_offset(LOG, {"a": format_suid(5)}, 5) == 1  # b has no archive
+    assert truncation_offset(LOG, {"a": format_suid(9), "b": format_suid(9)}, 7) == 7
 
 
 @given(
-    st.lists(st.sampled_from("abc"), max_size=30),
-    st.dictionaries(st.sampled_from("abc"), st.integers(0, 30)),
-    st.one_of(st.none(), st.integers(0, 40)),
+    st.lists(st.tuples(st.sampled_from("abc"), st.booleans()), max_size=30),
+    st.integers(1, 30),
+    st.sampled_from("abc"),
 )
-def test_everything_below_the_cut_is_archived_and_the_cut_is_as_high_as_allowed(
-    owners: list[str], archived_to: dict[str, int], keep_from: int | None
+def test_a_run_never_lets_the_log_drop_an_event_the_archive_lacks(
+    log_spec: list[tuple[str, bool]], through: int, service: str
 ) -> None:
-    log = [rec(offset, owner, offset + 1) for offset, owner in enumerate(owners)]
-    archived = {s: format_suid(n) for s, n in archived_to.items()}
-    cut = truncation_offset(log, archived, len(log), keep_from)
-
-    def covered(r: LogRecord) -> bool:
-        return r.service_id in archived and r.suid <= archived[r.service_id]
-
-    assert all(covered(r) for r in log[:cut])
-    assert keep_from is None or cut <= keep_from
-    assert cut == len(log) or not covered(log[cut]) or cut == keep_from
+    """Plan a run's segments for ``service``, keep what they hold as the archive (the
+    other services' archives: every other event marked True), cut: every event below
+    the cut is in an archive, byte for byte (an oracle that reads the segments)."""
+    log = [rec(offset, owner, offset + 1) for offset, (owner, _) in enumerate(log_spec)]
+    segments = plan_segments(service, log, [], format_suid(through), format_suid(40), 4)
+    held: dict[str, set[bytes]] = {service: {r for s in segments for r in s.records}}
+    for record, (owner, archived) in zip(log, log_spec, strict=True):
+        if owner != service and archived:
+            held.setdefault(owner, set()).add(record.value)
+    # What each service's archive covers: through its last archived SUID, if contiguous.
+    covered_to: dict[str, str | None] = {}
+    for owner in "abc":
+        mine = [r for r in log if r.service_id == owner]
+        upto = None
+        for r in mine:
+            if r.value not in held.get(owner, set()):
+                break
+            upto = r.suid
+        covered_to[owner] = upto
+    if segments:
+        covered_to[service] = segments[-1].header.through_suid
+    cut = truncation_offset(log, covered_to, len(log))
+    assert all(r.value in held.get(r.service_id, set()) for r in log[:cut])
+    assert (
+        cut == len(log)
+        or log[cut].value not in held.get(log[cut].service_id, set())
+        or (log[cut].suid > (covered_to[log[cut].service_id] or ""))
+    )

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from streams.erasure import FileKeyStore, KeyStore, MemoryKeyStore, SubjectErasedError
 from streams.erasure.exceptions import SealedPayloadCorruptError
+from streams.erasure.keys import KeyMissingError
 from streams.erasure.sealing import (
     SHREDDED,
     new_key,
@@ -72,7 +73,8 @@ class KeyStoreConformance:
     def test_a_subject_keeps_its_key_until_erased_and_stays_erased(self, keys: KeyStore) -> None:
         first = keys.key_for_writing("user:1")
         assert keys.key_for_writing("user:1") == first == keys.key_for_reading("user:1")
-        assert keys.key_for_reading("user:2") is None
+        with pytest.raises(KeyMissingError):  # never made: not the same as erased
+            keys.key_for_reading("user:2")
         assert keys.destroy("user:1") is True
         assert keys.destroy("user:1") is False  # idempotent
         assert keys.key_for_reading("user:1") is None
