@@ -36,14 +36,15 @@ from tests.integration.workers import WorkerProcess
 pytestmark = pytest.mark.integration
 
 
-def neighbours(partitions: int) -> tuple[str, str]:
-    """Two service ids whose events share one partition of ``dcb.events``."""
+def neighbours(settings: DcbSettings) -> tuple[str, str, int]:
+    """Two service ids whose events share one partition of ``dcb.events``, and which."""
+    partitions = settings.topics.partitions
     first = f"arch-{uuid.uuid4().hex[:8]}"
     target = key_partition(first.encode(), partitions)
     while True:
         other = f"arch-{uuid.uuid4().hex[:8]}"
         if key_partition(other.encode(), partitions) == target:
-            return first, other
+            return first, other, target
 
 
 def subscribe(client: DcbClient, count: int, tag: str) -> list[str]:
@@ -104,8 +105,7 @@ def test_archive_truncate_and_read_across_the_boundary(
     lifecycle_settings: DcbSettings, lifecycle_worker: WorkerProcess
 ) -> None:
     archived = lifecycle_settings
-    a, b = neighbours(archived.topics.partitions)
-    partition = key_partition(a.encode(), archived.topics.partitions)
+    a, b, partition = neighbours(archived)
     with (
         DcbClient(service_id=a, settings=archived) as client_a,
         DcbClient(service_id=b, settings=archived) as client_b,
@@ -176,7 +176,7 @@ def test_only_a_certified_suid_is_archived(
     lifecycle_settings: DcbSettings, lifecycle_worker: WorkerProcess
 ) -> None:
     archived = lifecycle_settings
-    a, _ = neighbours(archived.topics.partitions)
+    a, _, _ = neighbours(archived)
     with DcbClient(service_id=a, settings=archived) as client:
         suids = subscribe(client, 2, "course:c1")
         prefix = certified(client, suids[-1])
@@ -204,8 +204,7 @@ def test_the_log_keeps_what_a_projection_has_yet_to_read_and_a_new_one_refuses_a
     lifecycle_settings: DcbSettings, lifecycle_worker: WorkerProcess
 ) -> None:
     settings = lifecycle_settings
-    a, _ = neighbours(settings.topics.partitions)
-    partition = key_partition(a.encode(), settings.topics.partitions)
+    a, _, partition = neighbours(settings)
     with DcbClient(service_id=a, settings=settings) as client:
         suids = subscribe(client, 6, "course:c1")
         through = certified(client, suids[-1])
