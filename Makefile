@@ -50,6 +50,7 @@ bench: system-deps $(STAMP)
 	$(BIN)/dcb bench commit
 	$(BIN)/dcb bench scale
 	$(BIN)/dcb bench projections
+	$(BIN)/dcb bench archive
 
 # The DCB course-subscription workload on dcb-streams, eventsourcing on PostgreSQL and
 # UmaDB, one after another, at 1, 8, 64 and 256 writers: bench/results/peers.{json,png,md}

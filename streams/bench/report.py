@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from streams.bench.archive import ArchiveBenchReport
 from streams.bench.commit import CommitBenchReport
 from streams.bench.projections import ProjectionBenchReport
 from streams.bench.scale import ScaleBenchReport
@@ -167,6 +168,38 @@ def write_projection_plot(report: ProjectionBenchReport, out_dir: Path) -> Path:
     fig.suptitle(f"dcb bench projections; {m['cpus']} CPUs, {m['platform']}", fontsize=9)
     fig.tight_layout()
     path = out_dir / "projections.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_archive_plot(report: ArchiveBenchReport, out_dir: Path) -> Path:
+    """MB/s per backend: append, read whole, read by one segment's range."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    measures = [
+        ("append", "append_mb_per_s"),
+        ("read whole", "read_all_mb_per_s"),
+        ("ranged read", "ranged_read_mb_per_s"),
+    ]
+    width = 0.8 / len(report.backends)
+    for i, backend in enumerate(report.backends):
+        xs = [m + i * width for m in range(len(measures))]
+        ax.bar(xs, [getattr(backend, f) for _, f in measures], width, label=backend.backend)
+    ax.set_xticks([m + width * (len(report.backends) - 1) / 2 for m in range(len(measures))])
+    ax.set_xticklabels([name for name, _ in measures])
+    ax.set_ylabel("MB/s")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    s = report.sealing
+    ax.set_title(
+        f"archive backends ({report.plan.megabytes:.0f} MB); sealing {s.seal_us} us, "
+        f"opening {s.open_us} us per event",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    path = out_dir / "archive.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)

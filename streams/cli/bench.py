@@ -13,12 +13,14 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from streams.bench.archive import ArchiveBenchReport, ArchivePlan, run_archive_bench
 from streams.bench.commit import (
     PLACEMENTS,
     TAG_SPREAD,
     BenchPlan,
     CommitBenchReport,
     Placement,
+    machine,
     run_commit_bench,
 )
 from streams.bench.peers import report as peers_report
@@ -30,6 +32,7 @@ from streams.bench.peers.umadb import UmaDb
 from streams.bench.projections import ProjectionBenchReport, ProjectionPlan, run_projection_bench
 from streams.bench.report import (
     PlotUnavailableError,
+    write_archive_plot,
     write_json,
     write_plot,
     write_projection_plot,
@@ -257,6 +260,48 @@ def projections(
             lambda: write_projection_plot(report, out),
         )
         emit(as_json, report.model_dump(mode="json"), lambda: _print_projections(report, written))
+
+
+@app.command()
+def archive(
+    segments: Annotated[int, typer.Option(min=1, help="Segments per backend.")] = 40,
+    records: Annotated[int, typer.Option(min=1, help="Records per segment.")] = 1_000,
+    out: Annotated[Path, typer.Option(help="Folder of archive.json and .png.")] = Path(
+        "bench/results"
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """The archive's backends (a local directory, PostgreSQL) appending and reading the
+    same segments, and what sealing a payload for crypto-shredding costs per event."""
+    plan = ArchivePlan(segments=segments, records_per_segment=records)
+    with reported(as_json), tempfile.TemporaryDirectory(prefix="dcb-bench-archive-") as scratch:
+        with _progress(as_json) as bar:
+            task = bar.add_task("benchmarking the archive", total=3)
+
+            def step(what: str) -> None:
+                bar.update(task, description=f"archive: {what}", advance=1)
+
+            report = run_archive_bench(plan, Path(scratch), machine(), step)
+        written = _with_plot(
+            [write_json(report, out, "archive.json")], lambda: write_archive_plot(report, out)
+        )
+    emit(as_json, report.model_dump(mode="json"), lambda: _print_archive(report, written))
+
+
+def _print_archive(report: ArchiveBenchReport, written: list[Path]) -> None:
+    table = Table(
+        "backend", "append MB/s", "read whole MB/s", "ranged read MB/s", title="dcb bench archive"
+    )
+    for b in report.backends:
+        table.add_row(
+            b.backend, f"{b.append_mb_per_s}", f"{b.read_all_mb_per_s}", f"{b.ranged_read_mb_per_s}"
+        )
+    console.print(table)
+    s = report.sealing
+    console.print(
+        f"sealing a {s.payload_bytes}-byte payload: {s.seal_us} us, opening it: {s.open_us} us "
+        f"(json.dumps of it: {s.json_dumps_us} us); written: {', '.join(map(str, written))}"
+    )
 
 
 def _print_projections(report: ProjectionBenchReport, written: list[Path]) -> None:

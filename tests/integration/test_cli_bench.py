@@ -115,3 +115,17 @@ def test_bench_scale_runs_a_layout_of_two_workers_and_counts_their_cpu(
         "scale-w2-p1-tp2-1.log",
     ]
     assert _bench_topics(bootstrap_servers) == before
+
+
+def test_bench_archive_measures_both_backends_and_sealing(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    args = ["--segments", "3", "--records", "50", "--out", str(out), "--json"]
+    result = dcb("bench", "archive", *args, timeout_s=300)
+    assert result.exit_code == 0, result.stderr[-3000:]
+    report = result.json
+    assert [b["backend"] for b in report["backends"]] == ["directory", "postgres"]
+    for backend in report["backends"]:
+        assert backend["append_mb_per_s"] > 0 and backend["ranged_read_mb_per_s"] > 0
+    assert report["sealing"]["seal_us"] > 0 and report["sealing"]["open_us"] > 0
+    assert json.loads((out / "archive.json").read_text())["plan"]["segments"] == 3
+    assert (out / "archive.png").stat().st_size > 0
