@@ -45,6 +45,14 @@ def _pyplot() -> Any:
     return plt
 
 
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def rate_and_p99_plot(
     path: Path,
     title: str,
@@ -67,11 +75,7 @@ def rate_and_p99_plot(
     p99.axhline(p99_target_ms, color="grey", linewidth=0.8, linestyle=":")
     rate.legend(fontsize=8)
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def families_drawn(
@@ -166,12 +170,7 @@ def write_projection_plot(report: ProjectionBenchReport, out_dir: Path) -> Path:
     )
     latency.legend()
     fig.suptitle(f"dcb bench projections; {m['cpus']} CPUs, {m['platform']}", fontsize=9)
-    fig.tight_layout()
-    path = out_dir / "projections.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out_dir / "projections.png")
 
 
 def write_archive_plot(report: ArchiveBenchReport, out_dir: Path) -> Path:
@@ -198,9 +197,4 @@ def write_archive_plot(report: ArchiveBenchReport, out_dir: Path) -> Path:
         f"opening {s.open_us} us per event",
         fontsize=9,
     )
-    fig.tight_layout()
-    path = out_dir / "archive.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out_dir / "archive.png")
