@@ -228,7 +228,13 @@ class ErasureSettings(BaseModel):
     subject_prefix: str | None = Field(
         None, description="tags with this prefix (e.g. user:) name a subject; unset: off"
     )
+    key_store: Literal["file", "postgres"] = Field(
+        "file", description="where subjects' keys live: a local file, or PostgreSQL"
+    )
     key_file: Path | None = Field(None, description="the key store; default <cache_dir>/keys.json")
+    key_store_dsn: str | None = Field(
+        None, description="the PostgreSQL key store's connection string (libpq form)"
+    )
 
     def key_path(self, cache_dir: Path) -> Path:
         return self.key_file or cache_dir / "keys.json"

@@ -8,8 +8,8 @@ writers of one key take turns, and a refused write leaves nothing behind.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from streams.archive.api import ArchiveStore, KeyPage, Segment, SegmentHeader
@@ -20,6 +20,7 @@ from streams.archive.rules import (
     classify_append,
     verified,
 )
+from streams.infra.pg_session import ensure_schema, pg_transaction
 
 if TYPE_CHECKING:
     import psycopg
@@ -60,26 +61,11 @@ class PostgresArchive(ArchiveStore):
     and the key's row lock orders the writers."""
 
     def __init__(self, dsn: str) -> None:
-        try:
-            import psycopg  # noqa: F401 - only to say early that it is missing
-        except ImportError as exc:
-            raise ArchiveUnavailableError(
-                "the PostgreSQL archive needs psycopg: pip install 'dcb-streams[postgres]'"
-            ) from exc
         self.dsn = dsn
-        with self._transaction() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(hashtext('dcb_archive_schema'))")
-            cur.execute(SCHEMA)
+        ensure_schema(dsn, SCHEMA, ArchiveUnavailableError)
 
-    @contextmanager
-    def _transaction(self) -> Iterator[psycopg.Cursor[Any]]:
-        import psycopg
-
-        try:
-            with psycopg.connect(self.dsn) as conn, conn.transaction(), conn.cursor() as cur:
-                yield cur
-        except psycopg.Error as exc:  # the rules' own refusals are not psycopg's
-            raise ArchiveUnavailableError(f"the PostgreSQL archive: {exc}") from exc
+    def _transaction(self) -> AbstractContextManager[psycopg.Cursor[Any]]:
+        return pg_transaction(self.dsn, ArchiveUnavailableError)
 
     @staticmethod
     def _lock(cur: psycopg.Cursor[Any], key: str) -> list[SegmentHeader]:

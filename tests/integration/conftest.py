@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from streams.infra.postgres import LocalPostgres
 from streams.kafka import clients
 from streams.kafka.topic_admin import ensure_topics
 from streams.kafka.topic_catalog import topic_specs
@@ -49,3 +51,18 @@ def lifecycle_worker(lifecycle_settings: DcbSettings, tmp_path: Path) -> Iterato
     process = WorkerProcess(lifecycle_settings, tmp_path, "worker", grace_ms=3_000)
     yield process.start()
     process.stop()
+
+
+@pytest.fixture(scope="module")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPostgres]:
+    """A real PostgreSQL server for a module's tests (the project's launcher)."""
+    with LocalPostgres(Path(tmp_path_factory.mktemp("pg"))) as server:
+        yield server
+
+
+@pytest.fixture
+def fresh_database(postgres: LocalPostgres) -> str:
+    """The connection string of an empty database of the module's server."""
+    database = f"t_{uuid.uuid4().hex[:12]}"
+    postgres.query(f"CREATE DATABASE {database}")
+    return postgres.dsn.replace("dbname=postgres", f"dbname={database}")

@@ -13,9 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.erasure import FileKeyStore, KeyStore, MemoryKeyStore, SubjectErasedError
+from streams.erasure import FileKeyStore, KeyStore, MemoryKeyStore
 from streams.erasure.exceptions import SealedPayloadCorruptError
-from streams.erasure.keys import KeyMissingError
 from streams.erasure.sealing import (
     SHREDDED,
     new_key,
@@ -24,6 +23,7 @@ from streams.erasure.sealing import (
     sealed_subject,
     subject_of,
 )
+from tests.key_store_conformance import KeyStoreConformance
 
 KEY = new_key()
 
@@ -63,24 +63,6 @@ def test_only_the_sealed_form_counts_as_sealed() -> None:
         assert open_payload(clear, "e", None) == clear
     assert subject_of(["course:1", "user:9", "user:2"], "user:") == "user:2"
     assert subject_of(["course:1"], "user:") is None
-
-
-class KeyStoreConformance:
-    @pytest.fixture
-    def keys(self) -> Iterator[KeyStore]:
-        raise NotImplementedError
-
-    def test_a_subject_keeps_its_key_until_erased_and_stays_erased(self, keys: KeyStore) -> None:
-        first = keys.key_for_writing("user:1")
-        assert keys.key_for_writing("user:1") == first == keys.key_for_reading("user:1")
-        with pytest.raises(KeyMissingError):  # never made: not the same as erased
-            keys.key_for_reading("user:2")
-        assert keys.destroy("user:1") is True
-        assert keys.destroy("user:1") is False  # idempotent
-        assert keys.key_for_reading("user:1") is None
-        with pytest.raises(SubjectErasedError):
-            keys.key_for_writing("user:1")
-        assert keys.key_for_writing("user:2") != first
 
 
 class TestMemoryKeyStore(KeyStoreConformance):
