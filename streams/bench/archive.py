@@ -116,7 +116,9 @@ def _sealing(plan: ArchivePlan) -> SealingResult:
     return SealingResult(
         payload_bytes=len(payload),
         seal_us=_per_event_us(plan.seal_events, lambda i: seal(payload, "user:1", f"e{i}", key)),
-        open_us=_per_event_us(plan.seal_events, lambda i: open_payload(sealed, "event-1", key)),
+        open_us=_per_event_us(
+            plan.seal_events, lambda i: open_payload(sealed, "event-1", lambda _s: key)
+        ),
         json_dumps_us=_per_event_us(
             plan.seal_events, lambda i: json.dumps({"course": "c1", "n": i, "name": "x" * 120})
         ),

@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from streams.bench.commit import machine
 from streams.bench.stats import percentile
 from streams.codec import codec_from_settings
+from streams.demo.courses import new_event
 from streams.demo.projections import course_rosters, subscription_totals
 from streams.errors import DcbError
 from streams.infra.connect import EmbeddedConnect
@@ -61,6 +62,15 @@ PASS_TIMEOUT_S = 600.0
 
 class BenchError(DcbError):
     code = "bench_failed"
+
+
+def _subscribed(student: str, course: str) -> EventData:
+    return new_event(
+        "StudentSubscribed",
+        {"student": student, "course": course},
+        f"course:{course}",
+        f"student:{student}",
+    )
 
 
 class ProjectionPlan(BaseModel):
@@ -129,13 +139,7 @@ def _write_stream(settings: DcbSettings, plan: ProjectionPlan) -> None:
             suid=suid,
             allocator_lineage_id=lineage,
             attempt_id=f"a{n}",
-            event=EventData(
-                event_id=str(uuid.uuid4()),
-                event_type="StudentSubscribed",
-                payload=f'{{"student": "s{n % 997}", "course": "c{n % 50}"}}',
-                tags=[f"course:c{n % 50}", f"student:s{n % 997}"],
-                timestamp=datetime.now(UTC),
-            ),
+            event=_subscribed(f"s{n % 997}", f"c{n % 50}"),
         )
         producer.produce(
             events, key=SERVICE.encode(), value=codec.encode(record.schema_name, record.to_avro())
@@ -322,14 +326,7 @@ def _latency(
                     i = 0
                     while not writers_stop.is_set():
                         i += 1
-                        event = EventData(
-                            event_id=str(uuid.uuid4()),
-                            event_type="StudentSubscribed",
-                            payload=f'{{"student": "w{n}-{i}", "course": "c{i % 20}"}}',
-                            tags=[f"course:c{i % 20}", f"student:w{n}-{i}"],
-                            timestamp=datetime.now(UTC),
-                        )
-                        result = client.append([event])
+                        result = client.append([_subscribed(f"w{n}-{i}", f"c{i % 20}")])
                         commits.append((result.suids[-1], time.monotonic()))
 
                 writers = [threading.Thread(target=write, args=(n,)) for n in range(plan.writers)]

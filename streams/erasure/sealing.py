@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -57,8 +57,8 @@ def seal(payload: str, subject: str, event_id: str, key: bytes) -> str:
     )
 
 
-def sealed_subject(payload: str) -> str | None:
-    """The subject a payload is sealed under, or ``None`` for a payload in the clear."""
+def _sealed_form(payload: str) -> tuple[str, dict[str, Any]] | None:
+    """The subject and the parsed sealed form, or ``None`` for a payload in the clear."""
     if not payload.startswith("{") or SEALED not in payload:
         return None
     try:
@@ -67,8 +67,14 @@ def sealed_subject(payload: str) -> str | None:
         return None
     if isinstance(parsed, dict) and parsed.get(SEALED) == 1:
         subject = parsed.get("subject")
-        return subject if isinstance(subject, str) else None
+        return (subject, parsed) if isinstance(subject, str) else None
     return None
+
+
+def sealed_subject(payload: str) -> str | None:
+    """The subject a payload is sealed under, or ``None`` for a payload in the clear."""
+    form = _sealed_form(payload)
+    return None if form is None else form[0]
 
 
 def shredded(subject: str) -> str:
@@ -76,15 +82,17 @@ def shredded(subject: str) -> str:
     return json.dumps({SHREDDED: True, "subject": subject})
 
 
-def open_payload(payload: str, event_id: str, key: bytes | None) -> str:
-    """The payload in the clear: as it is if not sealed, the shredded marker if its
-    subject's key is gone (``key`` None); :class:`SealedPayloadCorruptError` if altered."""
-    subject = sealed_subject(payload)
-    if subject is None:
+def open_payload(payload: str, event_id: str, key_of: Callable[[str], bytes | None]) -> str:
+    """The payload in the clear: as it is if not sealed (``key_of`` is not asked), the
+    shredded marker if its subject's key is gone (``key_of`` gives None);
+    :class:`SealedPayloadCorruptError` if altered."""
+    form = _sealed_form(payload)
+    if form is None:
         return payload
+    subject, sealed = form
+    key = key_of(subject)
     if key is None:
         return shredded(subject)
-    sealed = json.loads(payload)
     try:
         nonce = base64.b64decode(sealed["nonce"], validate=True)
         data = base64.b64decode(sealed["data"], validate=True)

@@ -41,7 +41,6 @@ from confluent_kafka import (
 from streams.codec import codec_from_settings
 from streams.erasure import open_key_store
 from streams.erasure.opener import KeyLookup, open_event
-from streams.erasure.sealing import sealed_subject
 from streams.errors import CodecError
 from streams.kafka import clients
 from streams.kafka.topic_admin import ensure_topics
@@ -305,7 +304,7 @@ class ProjectionRunner:
         assert self._consumer is not None
         limit = self.settings.projections.max_batch_records
         batch = clients.take_ready(self._consumer, limit, timeout_s)
-        lookup = KeyLookup(self._keys)  # keys as they are now: an erasure holds from here on
+        lookup = KeyLookup(lambda: self._keys)  # keys as they are now: an erasure holds
         for message in batch:
             topic, partition = message.topic(), message.partition() or 0
             offset = message.offset() or 0
@@ -333,8 +332,9 @@ class ProjectionRunner:
                 record = CommittedEvent.from_avro(
                     self.codec.decode(message.value(), CommittedEvent.schema_name).value
                 )
-                if sealed_subject(record.event.payload) is not None:
-                    record = record.model_copy(update={"event": open_event(record.event, lookup)})
+                event = open_event(record.event, lookup)
+                if event is not record.event:
+                    record = record.model_copy(update={"event": event})
                 self.core.offer_event(record, partition, offset)
             else:
                 self._certificate(message, partition, offset)

@@ -302,13 +302,11 @@ class DcbClient:
     def _opened(self, events: list[SequencedEvent]) -> list[SequencedEvent]:
         """Sealed payloads opened, each subject's key looked up now: an erasure holds from
         the next read on (a shredded marker for the erased)."""
-        lookup: KeyLookup | None = None
+        lookup = KeyLookup(self._key_store)
         opened = []
         for e in events:
-            if sealed_subject(e.event.payload) is not None:
-                lookup = lookup or KeyLookup(self._key_store())
-                e = e.model_copy(update={"event": open_event(e.event, lookup)})
-            opened.append(e)
+            event = open_event(e.event, lookup)
+            opened.append(e if event is e.event else e.model_copy(update={"event": event}))
         return opened
 
     def certificate(self) -> Certificate | None:

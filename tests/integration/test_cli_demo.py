@@ -12,16 +12,25 @@ from tests.integration.cli import dcb
 pytestmark = pytest.mark.integration
 
 
-def test_demo_fills_the_courses_and_refuses_the_rest(
-    bootstrap_servers: str, topic_prefix: str, tmp_path: Path
-) -> None:
-    env = {
+def _env(bootstrap_servers: str, topic_prefix: str, **more: str) -> dict[str, str]:
+    """A demo child on the test's broker, topics and worker group, plus ``more``."""
+    return {
         "DCB_BOOTSTRAP_SERVERS": bootstrap_servers,
         "DCB_TOPICS__PREFIX": topic_prefix,
         "DCB_WORKER__APP_ID": f"{topic_prefix}worker",
-        "DCB_WORKER__DATA_DIR": str(tmp_path / "worker"),
-        "DCB_BROKER__CACHE_DIR": str(tmp_path),
+        **more,
     }
+
+
+def test_demo_fills_the_courses_and_refuses_the_rest(
+    bootstrap_servers: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    env = _env(
+        bootstrap_servers,
+        topic_prefix,
+        DCB_WORKER__DATA_DIR=str(tmp_path / "worker"),
+        DCB_BROKER__CACHE_DIR=str(tmp_path),
+    )
     args = ["--students", "8", "--courses", "2", "--capacity", "3", "--limit", "1"]
     result = dcb("demo", "--json", *args, "--writers", "4", env=env, timeout_s=300)
     assert result.exit_code == 0, result.stderr[-3000:]
@@ -45,14 +54,13 @@ def test_demo_fills_the_courses_and_refuses_the_rest(
 def test_demo_projections_lands_the_rosters_in_postgres(
     bootstrap_servers: str, topic_prefix: str, tmp_path: Path
 ) -> None:
-    env = {
-        "DCB_BOOTSTRAP_SERVERS": bootstrap_servers,
-        "DCB_TOPICS__PREFIX": topic_prefix,
-        "DCB_WORKER__APP_ID": f"{topic_prefix}worker",
-        "DCB_CONNECT__PORT": str(free_port()),
-        "DCB_CONNECT__DATA_DIR": str(tmp_path / "connect"),
-        "DCB_CONNECT__GROUP_ID": f"{topic_prefix}connect",
-    }
+    env = _env(
+        bootstrap_servers,
+        topic_prefix,
+        DCB_CONNECT__PORT=str(free_port()),
+        DCB_CONNECT__DATA_DIR=str(tmp_path / "connect"),
+        DCB_CONNECT__GROUP_ID=f"{topic_prefix}connect",
+    )
     args = ["--students", "12", "--courses", "3", "--capacity", "3", "--limit", "1"]
     result = dcb("demo", "projections", "--json", *args, "--writers", "4", env=env, timeout_s=400)
     assert result.exit_code == 0, result.stderr[-3000:]
