@@ -96,7 +96,12 @@ class TopicTail:
         polls the tail calls this: a seek from another thread while one polled hung here."""
         if not self.on_demand:
             return
-        if self.on_truncated is not None:
+        self.consumer.resume(self._all())
+        # A resumed partition may wait a second for its next fetch; a seek starts one.
+        try:
+            for partition in self.read_to:
+                self.consumer.seek(TopicPartition(self.topic, partition, self._position(partition)))
+        except KafkaException:
             # A partition assigned at an offset the log has since dropped accepts no seek
             # (librdkafka: erroneous state): assigned afresh (a pause outlives that), it
             # fetches and says so.
@@ -104,11 +109,6 @@ class TopicTail:
                 [TopicPartition(self.topic, p, self._position(p)) for p in self.partitions]
             )
             self.consumer.resume(self._all())
-            return
-        self.consumer.resume(self._all())
-        # A resumed partition may wait a second for its next fetch; a seek starts one.
-        for partition in self.read_to:
-            self.consumer.seek(TopicPartition(self.topic, partition, self._position(partition)))
 
     def rest(self) -> None:
         """Stop fetching until :meth:`wake` (an on-demand tail)."""
