@@ -22,17 +22,11 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    IsolationLevel,
-    KafkaError,
-    KafkaException,
-    TopicPartition,
-)
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
-from streams.errors import WorkerStalledError
+from streams.errors import KafkaUnavailableError, WorkerStalledError
 from streams.kafka import clients
+from streams.kafka.end_offsets import EndOffsets
 
 log = logging.getLogger("streams.worker")
 
@@ -105,53 +99,30 @@ def changelog_topic(app_id: str, processor: str) -> str:
 
 
 def settled_ends(
-    admin: AdminClient, partitions: Iterable[TopicPartition], deadline: float
+    offsets: EndOffsets, partitions: Iterable[tuple[str, int]], deadline: float
 ) -> dict[tuple[str, int], int]:
     """Each partition's end once no transaction is open on it (LSO == high watermark)."""
     pending = list(partitions)
-    if not pending:
-        return {}
     ends: dict[tuple[str, int], int] = {}
     while pending:
-        committed = _list_ends(admin, pending, IsolationLevel.READ_COMMITTED, deadline)
-        written = _list_ends(admin, pending, IsolationLevel.READ_UNCOMMITTED, deadline)
-        still = []
-        for tp in pending:
-            key = (tp.topic, tp.partition)
-            if committed[key] == written[key]:
-                ends[key] = written[key]
-            else:
-                still.append(tp)
+        left_s = max(deadline - time.monotonic(), 0.0)
+        try:
+            committed = offsets.latest(pending, committed=True, timeout_s=left_s)
+            written = offsets.latest(pending, committed=False, timeout_s=left_s)
+        except KafkaUnavailableError as exc:
+            raise WorkerStalledError(f"no end offsets for the changelogs: {exc}") from exc
+        still = [tp for tp in pending if committed[tp] != written[tp]]
+        ends.update((tp, written[tp]) for tp in pending if committed[tp] == written[tp])
         if still and time.monotonic() > deadline:
             raise WorkerStalledError(
                 f"a transaction stayed open on {len(still)} changelog partition(s) "
                 "past the restore's deadline",
-                partitions=[f"{tp.topic}[{tp.partition}]" for tp in still],
+                partitions=[f"{topic}[{partition}]" for topic, partition in still],
             )
         pending = still
         if pending:
             time.sleep(SETTLE_POLL_S)
     return ends
-
-
-def _list_ends(
-    admin: AdminClient,
-    partitions: list[TopicPartition],
-    isolation: IsolationLevel,
-    deadline: float,
-) -> dict[tuple[str, int], int]:
-    while True:
-        futures = admin.list_offsets(
-            {TopicPartition(tp.topic, tp.partition): OffsetSpec.latest() for tp in partitions},  # type: ignore[no-untyped-call]
-            isolation_level=isolation,
-            request_timeout=10,
-        )
-        try:
-            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
-        except KafkaException as exc:
-            if time.monotonic() > deadline:
-                raise WorkerStalledError(f"no end offsets for the changelogs: {exc}") from exc
-            time.sleep(0.2)
 
 
 def restore(
@@ -167,8 +138,7 @@ def restore(
     rows: dict[tuple[str, int], Rows] = {tp: {} for tp in partitions}
     if not partitions:
         return rows
-    admin = clients.admin(bootstrap_servers)
-    ends = settled_ends(admin, [TopicPartition(t, p) for t, p in partitions], deadline)
+    ends = settled_ends(EndOffsets(bootstrap_servers), partitions, deadline)
     todo = {tp for tp, end in ends.items() if end > 0}
     if not todo:
         return rows

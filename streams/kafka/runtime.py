@@ -41,6 +41,7 @@ from streams.kafka.checkpoint import (
     Round,
     RoundAbortedError,
 )
+from streams.kafka.end_offsets import EndOffsets
 from streams.kafka.processor import Processor
 from streams.kafka.watchdog import Watchdog
 from streams.kafka.worker_metrics import WorkerMetrics
@@ -211,9 +212,9 @@ class Runtime:
         stall_s = self.settings.worker.stall_timeout_s
         rows = changelog.restore(bootstrap, wanted, stall_s, self.watchdog.progress)
         ends = changelog.settled_ends(
-            clients.admin(bootstrap),
+            EndOffsets(bootstrap),
             [
-                TopicPartition(processor.topic(role), partition)
+                (processor.topic(role), partition)
                 for processor, parts in owned.items()
                 for role in processor.end_roles
                 for partition in parts

@@ -8,16 +8,15 @@ from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
-    IsolationLevel,
     KafkaError,
     KafkaException,
     Message,
     TopicPartition,
 )
-from confluent_kafka.admin import OffsetSpec
 
 from streams.errors import DcbError, KafkaUnavailableError
 from streams.kafka import clients
+from streams.kafka.end_offsets import EndOffsets
 from streams.kafka.partitioner import key_partition
 
 
@@ -71,7 +70,7 @@ class TopicTail:
         self.topic = topic
         self.partitions = partitions
         self.bootstrap_servers = bootstrap_servers
-        self.admin = clients.admin(bootstrap_servers)
+        self.end_offsets = EndOffsets(bootstrap_servers)
         # How far each partition has been read (records, transaction markers and all).
         self.read_to = {p: (start or {}).get(p, 0) for p in partitions}
         if from_end:  # pin the start now, so nothing produced after this call is missed
@@ -115,27 +114,10 @@ class TopicTail:
         if self.on_demand:
             self.consumer.pause(self._all())
 
-    def _ends(self, timeout_s: float = 30.0) -> dict[int, int]:
-        """The end offset of every partition, retried while leaders move (new topics)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            # One batched ListOffsets request; read_committed gives the last stable offset.
-            futures = self.admin.list_offsets(
-                {TopicPartition(self.topic, p): OffsetSpec.latest() for p in self.partitions},  # type: ignore[no-untyped-call]
-                isolation_level=IsolationLevel.READ_COMMITTED,
-                request_timeout=10,
-            )
-            try:
-                return {tp.partition: f.result().offset for tp, f in futures.items()}
-            except KafkaException as exc:
-                if time.monotonic() > deadline:
-                    raise KafkaUnavailableError(
-                        f"no end offsets for {self.topic}: {exc}", topic=self.topic
-                    ) from exc
-                # After a broker restart the admin client can keep asking with a leader
-                # epoch the broker has moved past (FENCED_LEADER_EPOCH): start afresh.
-                self.admin = clients.admin(self.bootstrap_servers)
-                time.sleep(0.2)
+    def _ends(self) -> dict[int, int]:
+        """The committed end (last stable offset) of every partition."""
+        ends = self.end_offsets.latest(((self.topic, p) for p in self.partitions), committed=True)
+        return {p: end for (_, p), end in ends.items()}
 
     def poll(self, handle: Callable[[Message], None], timeout_s: float) -> int:
         message = self.consumer.poll(timeout_s)

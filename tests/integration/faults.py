@@ -16,10 +16,10 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import IsolationLevel, KafkaError, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import KafkaError, TopicPartition
 
 from streams.kafka import clients
+from streams.kafka.end_offsets import EndOffsets
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.settings import DcbSettings
 from tests.integration.workers import WorkerProcess
@@ -37,18 +37,9 @@ class Window:
     end: int  # the high watermark then
 
 
-def _ends(
-    admin: AdminClient, partitions: list[TopicPartition], isolation: IsolationLevel
-) -> dict[tuple[str, int], int]:
-    futures = admin.list_offsets(
-        {tp: OffsetSpec.latest() for tp in partitions}, isolation_level=isolation
-    )
-    return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
-
-
-def open_window(admin: AdminClient, partitions: list[TopicPartition]) -> Window | None:
-    stable = _ends(admin, partitions, IsolationLevel.READ_COMMITTED)
-    written = _ends(admin, partitions, IsolationLevel.READ_UNCOMMITTED)
+def open_window(offsets: EndOffsets, partitions: list[tuple[str, int]]) -> Window | None:
+    stable = offsets.latest(partitions, committed=True)
+    written = offsets.latest(partitions, committed=False)
     for (topic, partition), start in sorted(stable.items()):
         end = written[topic, partition]
         if start < end:
@@ -61,16 +52,16 @@ def kill_in_flight(
 ) -> tuple[float, Window]:
     """SIGKILL ``worker`` while a round of it is open; when (monotonic), and what was open."""
     bootstrap = settings.resolved_bootstrap_servers
-    admin = clients.admin(bootstrap)
+    admin, offsets = clients.admin(bootstrap), EndOffsets(bootstrap)
     partitions = []
     for role in WATCHED:
         topic = topic_name(settings.topics, role)
         count = len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
-        partitions += [TopicPartition(topic, p) for p in range(count)]
+        partitions += [(topic, p) for p in range(count)]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         child = worker.child_pid()
-        window = open_window(admin, partitions)
+        window = open_window(offsets, partitions)
         if window is not None:
             if child is not None:  # the processors first: no signal hop via the supervisor
                 os.kill(child, signal.SIGKILL)

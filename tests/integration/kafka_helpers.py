@@ -6,10 +6,11 @@ import time
 import uuid
 from collections.abc import Iterable
 
-from confluent_kafka import IsolationLevel, KafkaException, Message, TopicPartition
-from confluent_kafka.admin import NewTopic, OffsetSpec
+from confluent_kafka import KafkaException, Message, TopicPartition
+from confluent_kafka.admin import NewTopic
 
 from streams.kafka import clients
+from streams.kafka.end_offsets import EndOffsets
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) -> None:
@@ -37,13 +38,9 @@ def produce_all(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None
 
 def records_on(bootstrap: str, topic: str) -> int:
     """How many records (and transaction markers) a topic holds: its high watermarks."""
-    admin = clients.admin(bootstrap)
-    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
-    futures = admin.list_offsets(
-        {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions},
-        isolation_level=IsolationLevel.READ_UNCOMMITTED,
-    )
-    return sum(f.result().offset for f in futures.values())
+    partitions = clients.admin(bootstrap).list_topics(topic, timeout=10).topics[topic].partitions
+    high = EndOffsets(bootstrap).latest(((topic, p) for p in partitions), committed=False)
+    return sum(high.values())
 
 
 def read_all(

@@ -14,11 +14,11 @@ import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, IsolationLevel, KafkaError, Message, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message, TopicPartition
 
 from streams.codec import AvroCodec, SchemaCatalog
 from streams.kafka import clients
+from streams.kafka.end_offsets import EndOffsets
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.model.records import CommittedEvent
 from streams.settings import DcbSettings
@@ -38,13 +38,8 @@ def read_to_end(
     )
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        admin = clients.admin(bootstrap)  # must outlive its futures
-        futures = admin.list_offsets(
-            {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions},
-            isolation_level=IsolationLevel.READ_UNCOMMITTED,  # the high watermarks
-            request_timeout=10,
-        )
-        ends = {tp.partition: f.result().offset for tp, f in futures.items()}
+        high = EndOffsets(bootstrap).latest(((topic, p) for p in partitions), committed=False)
+        ends = {p: end for (_, p), end in high.items()}
         todo = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
         out: list[Message] = []
