@@ -243,6 +243,12 @@ class KafkaUnavailableError(DcbError):
     code = "kafka_unavailable"
 
 
+class NotAuthorizedError(DcbError):
+    """The broker refused this principal (no ACL grants it, or the login failed)."""
+
+    code = "not_authorized"
+
+
 class AnswerTimeoutError(DcbError):
     """No answer to an attempt in time: its outcome is unknown (a retry is a new attempt)."""
 

@@ -11,13 +11,15 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from streams.kafka.connection import KafkaConnection, Mechanism, Protocol
 
 # A killed worker's partitions move to the others after this.
 SESSION_TIMEOUT_S = 10.0
@@ -240,6 +242,17 @@ class ErasureSettings(BaseModel):
         return self.key_file or cache_dir / "keys.json"
 
 
+class SecuritySettings(BaseModel):
+    """How clients authenticate to the brokers (``dcb tenants create`` prints these)."""
+
+    protocol: Protocol = Field(
+        "PLAINTEXT", description="PLAINTEXT, or SASL_PLAINTEXT / SASL_SSL with a principal"
+    )
+    sasl_mechanism: Mechanism = "SCRAM-SHA-512"
+    username: str | None = Field(None, description="the Kafka principal (User:<username>)")
+    password: SecretStr | None = None
+
+
 class DcbSettings(BaseSettings):
     """All of dcb-streams' configuration."""
 
@@ -259,6 +272,7 @@ class DcbSettings(BaseSettings):
     connect: ConnectSettings = Field(default_factory=ConnectSettings)
     archive: ArchiveSettings = Field(default_factory=ArchiveSettings)
     erasure: ErasureSettings = Field(default_factory=ErasureSettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
 
     @classmethod
     def settings_customise_sources(
@@ -279,3 +293,28 @@ class DcbSettings(BaseSettings):
     @property
     def resolved_bootstrap_servers(self) -> str:
         return self.bootstrap_servers or self.broker.bootstrap_servers
+
+    @property
+    def kafka(self) -> KafkaConnection:
+        """What every Kafka client of these settings connects with."""
+        s = self.security
+        return KafkaConnection(
+            self.resolved_bootstrap_servers,
+            protocol=s.protocol,
+            mechanism=s.sasl_mechanism,
+            username=s.username,
+            password=s.password.get_secret_value() if s.password else None,
+        )
+
+
+def security_env(kafka: KafkaConnection) -> dict[str, str]:
+    """The ``DCB_*`` variables that give a process ``kafka``'s address and login."""
+    env = {"DCB_BOOTSTRAP_SERVERS": kafka.bootstrap_servers}
+    if kafka.protocol != "PLAINTEXT":
+        env |= {
+            "DCB_SECURITY__PROTOCOL": kafka.protocol,
+            "DCB_SECURITY__SASL_MECHANISM": kafka.mechanism,
+            "DCB_SECURITY__USERNAME": kafka.username or "",
+            "DCB_SECURITY__PASSWORD": kafka.password or "",
+        }
+    return env

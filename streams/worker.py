@@ -12,7 +12,7 @@ import signal
 from types import FrameType
 
 from streams.codec import AvroCodec, codec_from_settings
-from streams.errors import TopicLayoutMismatchError
+from streams.errors import NotAuthorizedError, TopicLayoutMismatchError
 from streams.infra.supervisor import EXIT_USAGE
 from streams.kafka import clients
 from streams.kafka.processor import Processor
@@ -44,15 +44,17 @@ def run_worker(settings: DcbSettings, loglevel: str = "info") -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         force=True,
     )
-    bootstrap = settings.resolved_bootstrap_servers
+    bootstrap = settings.kafka
     codec = codec_from_settings(settings)
+    processors = build_processors(settings, codec)
     try:
         ensure_layout(bootstrap, settings.topics, codec)
-    except TopicLayoutMismatchError as exc:  # starting again would fail again: exit 2
+        ensure_topics(clients.admin(bootstrap), changelog_layouts(processors, settings))
+    except (TopicLayoutMismatchError, NotAuthorizedError) as exc:
+        # Another layout, or topics the broker does not let this login touch (another
+        # tenant's): starting again would fail again, so exit 2.
         log.error("%s: %s", exc.code, exc.message)
         raise SystemExit(EXIT_USAGE) from exc
-    processors = build_processors(settings, codec)
-    ensure_topics(clients.admin(bootstrap), changelog_layouts(processors, settings))
     runtime = Runtime(settings, processors, codec)
 
     def stop(signum: int, _frame: FrameType | None) -> None:

@@ -85,7 +85,7 @@ def read_partition(settings: DcbSettings, service: str) -> Partition:
             )
         )
 
-    tail = TopicTail(settings.resolved_bootstrap_servers, topic, key=service.encode())
+    tail = TopicTail(settings.kafka, topic, key=service.encode())
     try:
         tail.catch_up(keep)
         number = tail.partitions[0]
@@ -105,7 +105,7 @@ def newest_certificate(settings: DcbSettings, service: str) -> Certificate | Non
             newest[:] = [cert]
 
     topic = topic_name(settings.topics, TopicRole.CERTIFICATES)
-    tail = TopicTail(settings.resolved_bootstrap_servers, topic, key=service.encode())
+    tail = TopicTail(settings.kafka, topic, key=service.encode())
     try:
         tail.catch_up(keep)
     finally:
@@ -133,7 +133,7 @@ def projections_keep_from(settings: DcbSettings, partition: int) -> tuple[int | 
     from streams.projections.lag_reader import checkpoints
     from streams.projections.runner import checkpoints_topic
 
-    admin = clients.admin(settings.resolved_bootstrap_servers)
+    admin = clients.admin(settings.kafka)
     if checkpoints_topic(settings) not in admin.list_topics(timeout=10).topics:
         return None, None
     least: tuple[int | None, str | None] = (None, None)
@@ -199,7 +199,7 @@ def archive_service(
 
 def _delete_records(settings: DcbSettings, partition: int, before: int) -> None:
     topic = topic_name(settings.topics, TopicRole.EVENTS)
-    admin = clients.admin(settings.resolved_bootstrap_servers)
+    admin = clients.admin(settings.kafka)
     futures = admin.delete_records([TopicPartition(topic, partition, before)])
     for future in futures.values():
         try:

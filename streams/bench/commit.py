@@ -240,7 +240,7 @@ def other_partitions(partitions: dict[str, int], own_prefixes: list[str]) -> int
 
 
 def broker_partitions(settings: DcbSettings) -> dict[str, int]:
-    topics = clients.admin(settings.resolved_bootstrap_servers).list_topics(timeout=15).topics
+    topics = clients.admin(settings.kafka).list_topics(timeout=15).topics
     return {name: len(meta.partitions) for name, meta in topics.items()}
 
 
@@ -248,7 +248,7 @@ def broker_partitions(settings: DcbSettings) -> dict[str, int]:
 def running_workers(settings: DcbSettings, logs: Sequence[Path]) -> Iterator[list[int]]:
     """The commit-path topics of ``settings`` and one ready ``dcb worker`` per log, in one
     group; yields their pids (CPU is counted with descendants: the supervised child)."""
-    ensure_topics(clients.admin(settings.resolved_bootstrap_servers), topic_specs(settings.topics))
+    ensure_topics(clients.admin(settings.kafka), topic_specs(settings.topics))
     with ExitStack() as stack:
         workers = [stack.enter_context(WorkerProcess(settings, log)) for log in logs]
         yield [worker.proc.pid for worker in workers if worker.proc is not None]
@@ -257,7 +257,7 @@ def running_workers(settings: DcbSettings, logs: Sequence[Path]) -> Iterator[lis
 def run_raw(
     settings: DcbSettings, plan: BenchPlan, tick: Callable[[float], None]
 ) -> list[ScenarioResult]:
-    bootstrap = settings.resolved_bootstrap_servers
+    bootstrap = settings.kafka
     topic = f"{settings.topics.prefix}bench-raw"
     spec = TopicLayout(topic, settings.topics.partitions, 1, "delete")
     ensure_topics(clients.admin(bootstrap), [spec])
@@ -333,7 +333,7 @@ def _items_per_record(
                 found[key].append(len(codec.decode(message.value() or b"", None).value[field]))
                 return
 
-    tail = TopicTail(settings.resolved_bootstrap_servers, topic_name(settings.topics, role))
+    tail = TopicTail(settings.kafka, topic_name(settings.topics, role))
     try:
         tail.catch_up(count, timeout_s=120)
     finally:

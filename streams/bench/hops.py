@@ -107,7 +107,7 @@ class HopTracer:
 
     def __init__(self, settings: DcbSettings) -> None:
         self.codec = codec_from_settings(settings)
-        bootstrap = settings.resolved_bootstrap_servers
+        bootstrap = settings.kafka
         self.marks: dict[str, dict[str, float]] = defaultdict(dict)
         self._lock = threading.Lock()
         self._tails = [

@@ -109,7 +109,7 @@ class ProjectionBenchReport(BaseModel):
 def run_projection_bench(
     settings: DcbSettings, plan: ProjectionPlan, scratch: Path, tick: Callable[[float], None]
 ) -> ProjectionBenchReport:
-    ensure_topics(clients.admin(settings.resolved_bootstrap_servers), topic_specs(settings.topics))
+    ensure_topics(clients.admin(settings.kafka), topic_specs(settings.topics))
     ensure_projection_topics(settings, [course_rosters.id, subscription_totals.id])
     started = time.monotonic()
     throughput = _throughput(settings, plan)
@@ -126,7 +126,7 @@ def run_projection_bench(
 def _write_stream(settings: DcbSettings, plan: ProjectionPlan) -> None:
     """The events and certificates a ledger would write for ``plan.events`` commits."""
     codec = codec_from_settings(settings)
-    producer = clients.producer(settings.resolved_bootstrap_servers, **{"linger.ms": 20})
+    producer = clients.producer(settings.kafka, **{"linger.ms": 20})
     events = topic_name(settings.topics, TopicRole.EVENTS)
     certificates = topic_name(settings.topics, TopicRole.CERTIFICATES)
     first = ticks(datetime.now(UTC)) * 10**11
@@ -166,7 +166,7 @@ def _ungated(settings: DcbSettings, total: int) -> float:
     """Events/s of a consumer that folds every event as it reads it, no gate."""
     codec = codec_from_settings(settings)
     topic = topic_name(settings.topics, TopicRole.EVENTS)
-    consumer = clients.consumer(settings.resolved_bootstrap_servers, f"ungated-{uuid.uuid4()}")
+    consumer = clients.consumer(settings.kafka, f"ungated-{uuid.uuid4()}")
     partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     rows: dict[str, Row] = {}
@@ -255,9 +255,7 @@ class _Covered:
 def _watch_rows(settings: DcbSettings, service: str, seen: _Covered, stop: threading.Event) -> None:
     topic = rows_topic(settings, subscription_totals.id)
     fast: dict[str, Any] = {"fetch.wait.max.ms": 5}
-    consumer = clients.consumer(
-        settings.resolved_bootstrap_servers, f"watch-{uuid.uuid4()}", **fast
-    )
+    consumer = clients.consumer(settings.kafka, f"watch-{uuid.uuid4()}", **fast)
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     try:
         while not stop.is_set():

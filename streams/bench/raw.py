@@ -17,22 +17,21 @@ from concurrent.futures import Future
 from confluent_kafka import Message
 
 from streams.kafka import clients
+from streams.kafka.connection import Brokers
 from streams.sdk.tail import TopicTail
 
 
 class TransactionalRoundTrip:
     """``send(value)`` returns once ``value`` was committed and consumed back."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, brokers: Brokers, topic: str, timeout_s: float = 30.0) -> None:
         self.topic = topic
         self.timeout_s = timeout_s
-        self._producer = clients.transactional_producer(
-            bootstrap_servers, f"{topic}-{uuid.uuid4().hex[:8]}"
-        )
+        self._producer = clients.transactional_producer(brokers, f"{topic}-{uuid.uuid4().hex[:8]}")
         self._queue: queue.Queue[tuple[bytes, bytes]] = queue.Queue()
         self._waiting: dict[bytes, Future[None]] = {}
         self._lock = threading.Lock()
-        self._tail = TopicTail(bootstrap_servers, topic, from_end=True)
+        self._tail = TopicTail(brokers, topic, from_end=True)
         self._closed = threading.Event()
         self._threads = [
             threading.Thread(target=self._commit_loop, name="raw-commit", daemon=True),

@@ -157,7 +157,7 @@ def run_layout(
                 scenario = ScenarioResult.of("dcb", writers, plan.tags, plan.services, m)
                 results.append(cost(layout, scenario, window.spent, plan.measure_s))
     finally:
-        admin = clients.admin(settings.resolved_bootstrap_servers)
+        admin = clients.admin(settings.kafka)
         delete_topics_with_prefix(admin, owned_prefixes(settings))
     return results
 

@@ -184,7 +184,7 @@ def commit(
                     report = run_commit_bench(settings, plan, lambda s: bar.advance(task, s), out)
             finally:
                 delete_topics_with_prefix(
-                    clients.admin(settings.resolved_bootstrap_servers),
+                    clients.admin(settings.kafka),
                     owned_prefixes(settings),
                 )
         written = _with_plot([write_json(report, out)], lambda: write_plot(report, out))
@@ -252,9 +252,7 @@ def projections(
                     settings, plan, scratch, lambda s: bar.advance(task, s)
                 )
             finally:
-                delete_topics_with_prefix(
-                    clients.admin(settings.resolved_bootstrap_servers), owned_prefixes(settings)
-                )
+                delete_topics_with_prefix(clients.admin(settings.kafka), owned_prefixes(settings))
         written = _with_plot(
             [write_json(report, out, "projections.json")],
             lambda: write_projection_plot(report, out),

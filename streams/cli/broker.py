@@ -9,7 +9,7 @@ import typer
 
 from streams.cli.output import console, emit, reported
 from streams.infra.broker import BrokerStatus, EmbeddedBroker
-from streams.settings import DcbSettings
+from streams.settings import DcbSettings, security_env
 
 app = typer.Typer(help="Run the embedded Apache Kafka broker (KRaft, one node, 127.0.0.1).")
 
@@ -32,6 +32,7 @@ def _status_dict(status: BrokerStatus) -> dict[str, object]:
         "bootstrapServers": status.bootstrap_servers,
         "dataDir": str(status.data_dir),
         "logFile": str(status.log_file),
+        "secure": status.secure,
     }
 
 
@@ -54,23 +55,37 @@ def fetch(as_json: JsonOpt = False) -> None:
     )
 
 
+SecureOpt = Annotated[
+    bool,
+    typer.Option(
+        "--secure",
+        help="A new data folder: SASL/SCRAM logins and ACLs (StandardAuthorizer); prints the "
+        "admin's client settings. A folder formatted so stays secure.",
+    ),
+]
+
+
 @app.command()
-def start(port: PortOpt = None, as_json: JsonOpt = False) -> None:
+def start(port: PortOpt = None, secure: SecureOpt = False, as_json: JsonOpt = False) -> None:
     """Start the broker (fetching Kafka first if needed) and wait until it answers."""
     broker = embedded_broker(port)
     with reported(as_json):
         started = time.monotonic()
         with console.status("starting the Kafka broker..."):
-            status = broker.start()
+            status = broker.start(secure=secure)
         took = time.monotonic() - started
-    emit(
-        as_json,
-        {**_status_dict(status), "seconds": round(took, 2)},
-        lambda: console.print(
+    admin = security_env(broker.admin_connection()) if status.secure else {}
+
+    def text() -> None:
+        console.print(
             f"broker ready in {took:.1f}s (pid {status.pid}); "
             f"bootstrap servers: [bold]{status.bootstrap_servers}[/]"
-        ),
-    )
+        )
+        if admin:
+            console.print("SASL/SCRAM and ACLs on; the admin's client settings:")
+            console.print("\n".join(f"{k}={v}" for k, v in admin.items()), highlight=False)
+
+    emit(as_json, {**_status_dict(status), "seconds": round(took, 2), "admin": admin}, text)
 
 
 @app.command()

@@ -18,6 +18,7 @@ from streams.cli import (
     project,
     projections,
     store,
+    tenants,
     topics,
     worker,
 )
@@ -35,6 +36,7 @@ app.add_typer(connect.app, name="connect")
 app.add_typer(projections.app, name="projections")
 app.add_typer(demo.app, name="demo")
 app.add_typer(archive.app, name="archive")
+app.add_typer(tenants.app, name="tenants")
 demo.app.command(name="projections")(demo_projections.projections)
 app.command(name="worker")(worker.worker)
 app.command(name="erase")(erase.erase)

@@ -45,7 +45,7 @@ def embedded_broker(settings: DcbSettings, keep: bool, quiet: bool) -> Iterator[
 @contextmanager
 def running_worker(settings: DcbSettings, log: Path) -> Iterator[WorkerProcess]:
     """The commit-path topics and one ``dcb worker`` child, ready, for the block's length."""
-    ensure_topics(clients.admin(settings.resolved_bootstrap_servers), topic_specs(settings.topics))
+    ensure_topics(clients.admin(settings.kafka), topic_specs(settings.topics))
     worker = WorkerProcess(settings, log)
     with console.status("starting a worker (dcb worker)..."):
         worker.start()

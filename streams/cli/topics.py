@@ -78,7 +78,7 @@ def create(
     first time; existing ones are checked, never changed. Idempotent."""
     placement = tag_placement.value if tag_placement is not None else None
     settings = settings_with(bootstrap_servers, prefix, partitions, tag_partitions, placement)
-    bootstrap = settings.resolved_bootstrap_servers
+    bootstrap = settings.kafka
     with reported(as_json):
         states = ensure_topics(clients.admin(bootstrap), topic_specs(settings.topics))
         layout = ensure_layout(bootstrap, settings.topics, codec_from_settings(settings))

@@ -41,9 +41,7 @@ def erase(settings: DcbSettings, keys: KeyStore, subject: str) -> ErasureReport:
             count += 1
             services.add(record.service_id)
 
-    tail = TopicTail(
-        settings.resolved_bootstrap_servers, topic_name(settings.topics, TopicRole.EVENTS)
-    )
+    tail = TopicTail(settings.kafka, topic_name(settings.topics, TopicRole.EVENTS))
     try:
         tail.catch_up(tally)
     finally:

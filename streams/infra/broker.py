@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import secrets
 import socket
 import subprocess
 import time
@@ -19,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streams.errors import BrokerAlreadyRunningError, BrokerPortInUseError, BrokerStartError
+from streams.infra.durable_file import write_durably
 from streams.infra.java_process import RecordedProcess, java_command, log4j2_properties
 from streams.infra.maven import MavenArtifact, fetch_runtime_closure, is_fetched
 from streams.kafka.clients import broker_answers
+from streams.kafka.connection import KafkaConnection, Mechanism
 from streams.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
@@ -32,6 +35,13 @@ _STORAGE_TOOL = "kafka.tools.StorageTool"
 
 _LOG_LEVELS = {"kafka": "INFO", "state.change.logger": "WARN"}
 
+# A secure broker (``--secure``): clients authenticate with SASL/SCRAM and the KRaft
+# StandardAuthorizer allows only what ACLs grant; the admin is the one super user.
+SCRAM: Mechanism = "SCRAM-SHA-512"
+ADMIN_USER = "admin"
+_SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
 
 @dataclass(frozen=True)
 class BrokerStatus:
@@ -40,10 +50,12 @@ class BrokerStatus:
     bootstrap_servers: str
     data_dir: Path
     log_file: Path
+    secure: bool = False
 
     def describe(self) -> str:
         if self.running:
-            return f"broker running (pid {self.pid}) at {self.bootstrap_servers}"
+            mode = " (SASL/SCRAM, ACLs)" if self.secure else ""
+            return f"broker running (pid {self.pid}) at {self.bootstrap_servers}{mode}"
         return f"no broker running for {self.data_dir}"
 
 
@@ -77,6 +89,64 @@ class EmbeddedBroker:
     def _storage_dir(self) -> Path:
         return self.data_dir / "storage"
 
+    @property
+    def _admin_password_file(self) -> Path:
+        return self.data_dir / "admin.password"
+
+    # --- security --------------------------------------------------------------
+    @property
+    def secure(self) -> bool:
+        """Whether this data folder was formatted with ``--secure`` (it stays so)."""
+        return self._admin_password_file.exists()
+
+    def admin_connection(self) -> KafkaConnection:
+        """How the admin (the one super user) connects; no credentials on a plain broker."""
+        address = self.settings.bootstrap_servers
+        if not self.secure:
+            return KafkaConnection(address)
+        password = self._admin_password_file.read_text().strip()
+        return KafkaConnection(address, "SASL_PLAINTEXT", SCRAM, ADMIN_USER, password)
+
+    def _make_secure(self) -> None:
+        if (self._storage_dir / "meta.properties").exists():
+            raise BrokerStartError(
+                f"{self.data_dir} was formatted without --secure; security is chosen when a "
+                "data folder is first formatted (use another port or data folder)",
+                data_dir=str(self.data_dir),
+            )
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        write_durably(self._admin_password_file, secrets.token_urlsafe(24).encode(), 0o600)
+
+    def _security_properties(self) -> list[str]:
+        s = self.settings
+        if not self.secure:
+            return [
+                f"listeners=PLAINTEXT://{s.host}:{s.port},CONTROLLER://{s.host}:{s.controller_port}",
+                f"advertised.listeners=PLAINTEXT://{s.host}:{s.port}",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name=PLAINTEXT",
+            ]
+        password = self.admin_connection().password
+        # The controller listener takes PLAIN with the admin alone: KRaft controllers
+        # cannot check SCRAM (its credentials live in the metadata they serve).
+        return [
+            f"listeners=SASL_PLAINTEXT://{s.host}:{s.port},CONTROLLER://{s.host}:{s.controller_port}",
+            f"advertised.listeners=SASL_PLAINTEXT://{s.host}:{s.port}",
+            "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+            "inter.broker.listener.name=SASL_PLAINTEXT",
+            f"sasl.enabled.mechanisms={SCRAM}",
+            f"sasl.mechanism.inter.broker.protocol={SCRAM}",
+            f"listener.name.sasl_plaintext.{SCRAM.lower()}.sasl.jaas.config={_SCRAM_LOGIN} "
+            f'required username="{ADMIN_USER}" password="{password}";',
+            "listener.name.controller.sasl.enabled.mechanisms=PLAIN",
+            "sasl.mechanism.controller.protocol=PLAIN",
+            f"listener.name.controller.plain.sasl.jaas.config={_PLAIN_LOGIN} required "
+            f'username="{ADMIN_USER}" password="{password}" user_{ADMIN_USER}="{password}";',
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            f"super.users=User:{ADMIN_USER}",
+            "allow.everyone.if.no.acl.found=false",
+        ]
+
     # --- fetch ---------------------------------------------------------------
     def artifacts(self) -> list[MavenArtifact]:
         s = self.settings
@@ -105,6 +175,7 @@ class EmbeddedBroker:
             bootstrap_servers=self.settings.bootstrap_servers,
             data_dir=self.data_dir,
             log_file=self.log_file,
+            secure=self.secure,
         )
 
     # --- start ---------------------------------------------------------------
@@ -115,11 +186,8 @@ class EmbeddedBroker:
             [
                 "process.roles=broker,controller",
                 "node.id=1",
-                f"listeners=PLAINTEXT://{s.host}:{s.port},CONTROLLER://{s.host}:{s.controller_port}",
-                f"advertised.listeners=PLAINTEXT://{s.host}:{s.port}",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                *self._security_properties(),
                 "controller.listener.names=CONTROLLER",
-                "inter.broker.listener.name=PLAINTEXT",
                 f"controller.quorum.voters=1@{s.host}:{s.controller_port}",
                 f"log.dirs={self._storage_dir}",
                 "num.partitions=1",
@@ -151,7 +219,8 @@ class EmbeddedBroker:
 
     def _write_config(self) -> None:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
-        self._config_file.write_text(self._properties())
+        # A secure broker's config holds the admin's password.
+        write_durably(self._config_file, self._properties().encode(), 0o600)
         log4j2 = log4j2_properties(self.log_file, _LOG_LEVELS)
         (self.data_dir / "log4j2.properties").write_text(log4j2)
 
@@ -169,6 +238,9 @@ class EmbeddedBroker:
             cmd = self._java(
                 _STORAGE_TOOL, "format", f"--cluster-id={cluster_id}", "-c", str(self._config_file)
             )
+            if self.secure:  # the admin's SCRAM credential, before anyone can connect
+                password = self.admin_connection().password
+                cmd += ["--add-scram", f"{SCRAM}=[name={ADMIN_USER},password={password}]"]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
                 output = (proc.stdout + proc.stderr).strip()
@@ -203,11 +275,12 @@ class EmbeddedBroker:
                 )
             time.sleep(0.2)
 
-    def start(self) -> BrokerStatus:
+    def start(self, secure: bool = False) -> BrokerStatus:
         """Start the broker and wait until it answers metadata requests.
 
-        Raises :class:`BrokerAlreadyRunningError` when the broker recorded in this
-        data folder is still alive, rather than starting a second one.
+        ``secure`` formats a new data folder for SASL/SCRAM and ACLs; a folder formatted
+        so stays secure. Raises :class:`BrokerAlreadyRunningError` when the broker
+        recorded in this data folder is still alive, rather than starting a second one.
         """
         current = self.status()
         if current.running:
@@ -218,6 +291,8 @@ class EmbeddedBroker:
             )
         for port in (self.settings.port, self.settings.controller_port):
             self._wait_for_port(port)
+        if secure and not self.secure:
+            self._make_secure()
         self.fetch()
         self.format_storage()
         with (self.data_dir / "logs" / "stdout.log").open("ab") as out:
@@ -242,7 +317,7 @@ class EmbeddedBroker:
                     f"the broker exited with code {proc.returncode}; see {self.log_file}",
                     log_file=str(self.log_file),
                 )
-            if broker_answers(self.settings.bootstrap_servers, timeout_s=1.0):
+            if broker_answers(self.admin_connection(), timeout_s=1.0):
                 return
             time.sleep(0.2)
         self.stop()

@@ -15,14 +15,14 @@ from pathlib import Path
 from streams.errors import WorkerStartError
 from streams.infra.processes import terminate
 from streams.kafka.runtime import READY
-from streams.settings import DcbSettings
+from streams.settings import DcbSettings, security_env
 
 
 def worker_env(settings: DcbSettings) -> dict[str, str]:
     """The environment that makes a child worker see exactly ``settings``' topics and app."""
     topics, worker = settings.topics, settings.worker
     return {
-        "DCB_BOOTSTRAP_SERVERS": settings.resolved_bootstrap_servers,
+        **security_env(settings.kafka),
         "DCB_TOPICS__PREFIX": topics.prefix,
         "DCB_TOPICS__PARTITIONS": str(topics.partitions),
         "DCB_TOPICS__TAG_PARTITIONS": str(topics.tag_partitions),

@@ -26,6 +26,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from streams.errors import KafkaUnavailableError, WorkerStalledError
 from streams.kafka import clients
+from streams.kafka.connection import Brokers
 from streams.kafka.end_offsets import EndOffsets
 
 log = logging.getLogger("streams.worker")
@@ -126,7 +127,8 @@ def settled_ends(
 
 
 def restore(
-    bootstrap_servers: str,
+    brokers: Brokers,
+    group: str,
     partitions: list[tuple[str, int]],
     stall_timeout_s: float,
     progress: Callable[[], None] = lambda: None,
@@ -138,11 +140,11 @@ def restore(
     rows: dict[tuple[str, int], Rows] = {tp: {} for tp in partitions}
     if not partitions:
         return rows
-    ends = settled_ends(EndOffsets(bootstrap_servers), partitions, deadline)
+    ends = settled_ends(EndOffsets(brokers), partitions, deadline)
     todo = {tp for tp, end in ends.items() if end > 0}
     if not todo:
         return rows
-    consumer = clients.consumer(bootstrap_servers, "dcb-restore", **{"enable.partition.eof": True})
+    consumer = clients.consumer(brokers, group, **{"enable.partition.eof": True})
     try:
         consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in todo])
         while todo:

@@ -14,6 +14,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 
+from streams.kafka.connection import Brokers, connection
+
 # librdkafka's default retry backoff (100 ms) caps a transactional loop at ~20
 # transactions/s on one broker; 5 ms lifts it about tenfold.
 _FAST_RETRY = {"retry.backoff.ms": 5}
@@ -26,18 +28,18 @@ _WORKER_MESSAGE_MAX_BYTES = 8 * 1024 * 1024 + 64 * 1024
 librdkafka_log = logging.getLogger("streams.librdkafka")
 
 
-def _base(bootstrap_servers: str) -> dict[str, Any]:
+def _base(brokers: Brokers) -> dict[str, Any]:
     return {
-        "bootstrap.servers": bootstrap_servers,
+        **connection(brokers).config(),
         "client.id": "dcb-streams",
         "logger": librdkafka_log,
     }
 
 
-def producer(bootstrap_servers: str, **overrides: Any) -> Producer:
+def producer(brokers: Brokers, **overrides: Any) -> Producer:
     """An idempotent producer (acks=all), so retries never duplicate records."""
     conf = {
-        **_base(bootstrap_servers),
+        **_base(brokers),
         **_FAST_RETRY,
         "enable.idempotence": True,
         # Java's partitioner, so a reader finds a key's partition (kafka/partitioner.py).
@@ -49,13 +51,11 @@ def producer(bootstrap_servers: str, **overrides: Any) -> Producer:
     return Producer(conf)
 
 
-def transactional_producer(
-    bootstrap_servers: str, transactional_id: str, **overrides: Any
-) -> Producer:
+def transactional_producer(brokers: Brokers, transactional_id: str, **overrides: Any) -> Producer:
     """A producer after ``init_transactions``; a newer one with the same id fences it (and
     aborts what an earlier one left open, at once)."""
     prod = producer(
-        bootstrap_servers,
+        brokers,
         **{
             "transactional.id": transactional_id,
             "transaction.timeout.ms": 60_000,
@@ -68,7 +68,7 @@ def transactional_producer(
 
 
 def consumer(
-    bootstrap_servers: str,
+    brokers: Brokers,
     group_id: str,
     *,
     read_committed: bool = True,
@@ -77,7 +77,7 @@ def consumer(
 ) -> Consumer:
     """A classic-protocol group consumer; offsets are committed explicitly by default."""
     conf = {
-        **_base(bootstrap_servers),
+        **_base(brokers),
         **_FAST_RETRY,
         "group.id": group_id,
         "auto.offset.reset": "earliest",
@@ -90,12 +90,12 @@ def consumer(
     return Consumer(conf)
 
 
-def group_consumer(bootstrap_servers: str, group_id: str, **overrides: Any) -> Consumer:
+def group_consumer(brokers: Brokers, group_id: str, **overrides: Any) -> Consumer:
     """The runtime's member of the worker group: eager rebalancing with range assignment,
     so a processor's co-partitioned topics (same partition count) are assigned together;
     offsets are committed only inside transactions."""
     return consumer(
-        bootstrap_servers,
+        brokers,
         group_id,
         **{
             "partition.assignment.strategy": "range",
@@ -116,18 +116,18 @@ def take_ready(consumer: Consumer, limit: int, timeout_s: float) -> list[Message
     return [first, *consumer.consume(limit - 1, 0)] if limit > 1 else [first]
 
 
-def admin(bootstrap_servers: str, **overrides: Any) -> AdminClient:
-    return AdminClient({**_base(bootstrap_servers), **_FAST_RETRY, **overrides})
+def admin(brokers: Brokers, **overrides: Any) -> AdminClient:
+    return AdminClient({**_base(brokers), **_FAST_RETRY, **overrides})
 
 
-def broker_answers(bootstrap_servers: str, timeout_s: float = 2.0) -> bool:
-    """True when a broker at ``bootstrap_servers`` answers a metadata request."""
-    host, _, port = bootstrap_servers.split(",")[0].rpartition(":")
+def broker_answers(brokers: Brokers, timeout_s: float = 2.0) -> bool:
+    """True when a broker at ``brokers`` answers a metadata request."""
+    host, _, port = connection(brokers).bootstrap_servers.split(",")[0].rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError:
         return False
-    client = admin(bootstrap_servers, **{"socket.connection.setup.timeout.ms": 1000})
+    client = admin(brokers, **{"socket.connection.setup.timeout.ms": 1000})
     try:
         metadata = client.list_topics(timeout=timeout_s)
     except KafkaException:

@@ -15,6 +15,8 @@ from confluent_kafka.admin import OffsetSpec
 
 from streams.errors import KafkaUnavailableError
 from streams.kafka import clients
+from streams.kafka.connection import Brokers
+from streams.kafka.refusals import refusal
 
 RETRY_PAUSE_S = 0.2
 
@@ -22,9 +24,9 @@ RETRY_PAUSE_S = 0.2
 class EndOffsets:
     """One admin client, replaced after a refusal, answering end-offset questions."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
-        self.bootstrap_servers = bootstrap_servers
-        self.admin = clients.admin(bootstrap_servers)
+    def __init__(self, brokers: Brokers) -> None:
+        self.brokers = brokers
+        self.admin = clients.admin(brokers)
 
     def latest(
         self,
@@ -45,10 +47,13 @@ class EndOffsets:
             try:
                 return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
             except KafkaException as exc:
+                topics = sorted({tp.topic for tp in wanted})
+                refused = refusal(exc, f"the end offsets of {', '.join(topics)}")
+                if refused is not None:
+                    raise refused from exc
                 if time.monotonic() > deadline:
-                    topics = sorted({tp.topic for tp in wanted})
                     raise KafkaUnavailableError(
                         f"no end offsets for {', '.join(topics)}: {exc}", topics=topics
                     ) from exc
-                self.admin = clients.admin(self.bootstrap_servers)
+                self.admin = clients.admin(self.brokers)
                 time.sleep(RETRY_PAUSE_S)

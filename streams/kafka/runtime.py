@@ -62,7 +62,7 @@ class Runtime:
         self.codec = codec
         self.processors = list(processors)
         self.by_topic = {p.topic(role): p for p in self.processors for role in p.roles}
-        bootstrap = settings.resolved_bootstrap_servers
+        bootstrap = settings.kafka
         instance = worker.instance_id or "solo"
         self.producer = clients.transactional_producer(
             bootstrap,
@@ -208,9 +208,15 @@ class Runtime:
             for processor, parts in owned.items()
             for partition in sorted(parts)
         ]
-        bootstrap = self.settings.resolved_bootstrap_servers
+        bootstrap = self.settings.kafka
         stall_s = self.settings.worker.stall_timeout_s
-        rows = changelog.restore(bootstrap, wanted, stall_s, self.watchdog.progress)
+        rows = changelog.restore(
+            bootstrap,
+            f"{self.settings.worker.app_id}-restore",
+            wanted,
+            stall_s,
+            self.watchdog.progress,
+        )
         ends = changelog.settled_ends(
             EndOffsets(bootstrap),
             [

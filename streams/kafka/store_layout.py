@@ -14,6 +14,8 @@ from confluent_kafka import KafkaError, TopicPartition
 from streams.codec import AvroCodec
 from streams.errors import KafkaUnavailableError, TopicLayoutMismatchError
 from streams.kafka import clients
+from streams.kafka.connection import Brokers
+from streams.kafka.refusals import refusal
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.model.records import StoreLayout
 from streams.settings import TopicSettings
@@ -29,19 +31,19 @@ def layout_of(settings: TopicSettings) -> StoreLayout:
 
 
 def ensure_layout(
-    bootstrap_servers: str, settings: TopicSettings, codec: AvroCodec, timeout_s: float = 30.0
+    brokers: Brokers, settings: TopicSettings, codec: AvroCodec, timeout_s: float = 30.0
 ) -> StoreLayout:
     """The layout the topics have (this one, written now, when they have none yet); raises
     :class:`TopicLayoutMismatchError` when it is not ``settings``'."""
     topic = topic_name(settings, TopicRole.LAYOUT)
-    layout = _first(bootstrap_servers, topic, codec, timeout_s)
+    layout = _first(brokers, topic, codec, timeout_s)
     if layout is None:
         mine = layout_of(settings)
-        producer = clients.producer(bootstrap_servers)
+        producer = clients.producer(brokers)
         producer.produce(topic, key=b"layout", value=codec.encode(mine.schema_name, mine.to_avro()))
         if producer.flush(timeout_s):
             raise KafkaUnavailableError(f"the layout was not written to {topic}", topic=topic)
-        layout = _first(bootstrap_servers, topic, codec, timeout_s)
+        layout = _first(brokers, topic, codec, timeout_s)
     assert layout is not None
     wanted = layout_of(settings)
     fields = ("tag_placement", "partitions", "tag_partitions")
@@ -59,10 +61,8 @@ def ensure_layout(
     return layout
 
 
-def _first(
-    bootstrap_servers: str, topic: str, codec: AvroCodec, timeout_s: float
-) -> StoreLayout | None:
-    consumer = clients.consumer(bootstrap_servers, "dcb-layout", **{"enable.partition.eof": True})
+def _first(brokers: Brokers, topic: str, codec: AvroCodec, timeout_s: float) -> StoreLayout | None:
+    consumer = clients.consumer(brokers, f"{topic}-layout", **{"enable.partition.eof": True})
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         deadline = time.monotonic() + timeout_s
@@ -76,6 +76,9 @@ def _first(
                 return StoreLayout.from_avro(value)
             if error.code() == KafkaError._PARTITION_EOF:
                 return None
+            refused = refusal(error, f"reading {topic}")
+            if refused is not None:
+                raise refused
         raise KafkaUnavailableError(f"{topic} could not be read in {timeout_s} s", topic=topic)
     finally:
         consumer.close()

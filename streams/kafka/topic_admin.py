@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from streams.errors import TopicAdminError, TopicConfigMismatchError
+from streams.kafka.refusals import refusal
 from streams.kafka.topic_catalog import TopicLayout, owned
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,10 @@ def _create_missing(client: AdminClient, specs: Sequence[TopicLayout]) -> set[st
             err = exc.args[0]
             # Another process created it between our list and create: that is fine.
             if err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise TopicAdminError(f"creating topic {name} failed: {err.str()}") from None
+                refused = refusal(err, f"creating topic {name}")
+                raise refused or TopicAdminError(
+                    f"creating topic {name} failed: {err.str()}"
+                ) from None
     return created
 
 

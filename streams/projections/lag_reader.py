@@ -28,7 +28,7 @@ def checkpoints(settings: DcbSettings) -> dict[str, Checkpoint]:
             checkpoint = Checkpoint.model_validate_json(value)
             found[checkpoint.projection_id] = checkpoint
 
-    tail = TopicTail(settings.resolved_bootstrap_servers, checkpoints_topic(settings))
+    tail = TopicTail(settings.kafka, checkpoints_topic(settings))
     try:
         tail.catch_up(keep)
     finally:
@@ -52,7 +52,7 @@ def read_lag(settings: DcbSettings, checkpoint: Checkpoint) -> ProjectionLag:
             behind[s] += 1
 
     events = topic_name(settings.topics, TopicRole.EVENTS)
-    tail = TopicTail(settings.resolved_bootstrap_servers, events, start=checkpoint.events_offsets)
+    tail = TopicTail(settings.kafka, events, start=checkpoint.events_offsets)
     try:
         tail.catch_up(count)
     finally:

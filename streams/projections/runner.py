@@ -88,14 +88,16 @@ def checkpoints_topic(settings: DcbSettings) -> str:
 
 
 def transactional_id(settings: DcbSettings, projection_id: str) -> str:
-    return f"dcb-projection-{settings.topics.prefix}{projection_id}"
+    """The runner's transactional id, and its consumer group: inside the topic prefix, so
+    a tenant's prefixed ACLs cover them."""
+    return f"{settings.topics.prefix}projection-{projection_id}"
 
 
 def ensure_projection_topics(settings: DcbSettings, projection_ids: Sequence[str]) -> None:
     rf = settings.topics.replication_factor
     layouts = [TopicLayout(checkpoints_topic(settings), 1, rf, "compact")]
     layouts += [TopicLayout(rows_topic(settings, i), 1, rf, "compact") for i in projection_ids]
-    ensure_topics(clients.admin(settings.resolved_bootstrap_servers), layouts)
+    ensure_topics(clients.admin(settings.kafka), layouts)
 
 
 class CrashPoints:
@@ -129,7 +131,7 @@ def _read_topic(
 ) -> TopicPartition:
     """Every committed record of ``topic`` (of ``key``'s partition) to ``handle``; where
     it ended."""
-    tail = TopicTail(settings.resolved_bootstrap_servers, topic, key=key)
+    tail = TopicTail(settings.kafka, topic, key=key)
     try:
         tail.catch_up(handle, timeout_s=60)
         [(partition, end)] = tail.read_to.items()
@@ -206,7 +208,7 @@ class ProjectionRunner:
         self.observers = [*observers, self.metrics.observe]
         self.codec = codec_from_settings(settings)
         self.crash = CrashPoints(settings.projections.crash_at)
-        self.bootstrap = settings.resolved_bootstrap_servers
+        self.bootstrap = settings.kafka
         self.events_topic = topic_name(settings.topics, TopicRole.EVENTS)
         self.certificates_topic = topic_name(settings.topics, TopicRole.CERTIFICATES)
         self.checkpoints_topic = checkpoints_topic(settings)
@@ -234,7 +236,7 @@ class ProjectionRunner:
         self._restored_at = time.monotonic()
         consumer = clients.consumer(
             self.bootstrap,
-            f"dcb-projection-{self.projector.id}",
+            transactional_id(self.settings, self.projector.id),
             **_CONSUMER,
         )
         # The checkpoints too: one written by another (a rebuild) means start again.
@@ -480,7 +482,7 @@ def rebuild(settings: DcbSettings, projection_id: str, attempts: int = 3) -> int
 
 def _reset(settings: DcbSettings, projection_id: str) -> int:
     producer = clients.transactional_producer(
-        settings.resolved_bootstrap_servers, transactional_id(settings, projection_id)
+        settings.kafka, transactional_id(settings, projection_id)
     )
     rows = read_rows(settings, projection_id)
     producer.begin_transaction()

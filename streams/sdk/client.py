@@ -32,6 +32,8 @@ from streams.erasure.opener import KeyLookup, open_event
 from streams.erasure.sealing import seal, sealed_subject, subject_of
 from streams.errors import DcbError, KafkaUnavailableError
 from streams.kafka import clients
+from streams.kafka.connection import Brokers, connection
+from streams.kafka.refusals import refusal
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.ledger.ledger import validate_attempt
 from streams.model.records import (
@@ -79,10 +81,10 @@ class CommitChannel:
     belongs to, so many services cost one consumer (``DcbClient.for_service``).
     """
 
-    def __init__(self, bootstrap_servers: str, settings: DcbSettings) -> None:
+    def __init__(self, brokers: Brokers, settings: DcbSettings) -> None:
         self.settings = settings
         self.codec = codec_from_settings(settings)
-        self._producer = clients.producer(bootstrap_servers)
+        self._producer = clients.producer(brokers)
         self._waiting: dict[str, Future[CommitResult]] = {}
         self._lock = threading.Lock()
         results = topic_name(settings.topics, TopicRole.COMMIT_RESULTS)
@@ -92,7 +94,7 @@ class CommitChannel:
         # costs no latency, it spares the broker empty fetches (~270/s at 64 writers with
         # 2 ms, ~25/s with 100 ms; append p50 at one writer 15 -> 13 ms, same run).
         self._results = TopicTail(
-            bootstrap_servers, results, from_end=True, on_demand=True, fetch_wait_ms=100
+            brokers, results, from_end=True, on_demand=True, fetch_wait_ms=100
         )
         self._closed = threading.Event()
         self._awaited = threading.Event()  # some answer is awaited: the listener fetches
@@ -108,7 +110,10 @@ class CommitChannel:
 
         def failed(err: KafkaError | None, _message: Message) -> None:
             if err is not None and not future.done():
-                future.set_exception(KafkaUnavailableError(f"sending the attempt: {err}"))
+                refused = refusal(err, "sending the attempt")
+                future.set_exception(
+                    refused or KafkaUnavailableError(f"sending the attempt: {err}")
+                )
 
         try:
             self.send(command, failed)
@@ -172,7 +177,7 @@ class CommitChannel:
 class DcbClient:
     def __init__(
         self,
-        bootstrap_servers: str | None = None,
+        bootstrap_servers: Brokers | None = None,
         service_id: str = "default",
         *,
         settings: DcbSettings | None = None,
@@ -183,7 +188,9 @@ class DcbClient:
         keys: KeyStore | None = None,
     ) -> None:
         self.settings = settings or DcbSettings()
-        self.bootstrap = bootstrap_servers or self.settings.resolved_bootstrap_servers
+        # An address alone connects with the settings' credentials.
+        kafka = self.settings.kafka
+        self.bootstrap = connection(bootstrap_servers, like=kafka) if bootstrap_servers else kafka
         self.service_id = service_id
         self.writer_epoch = writer_epoch
         self.timeout_s = timeout_s

@@ -16,8 +16,10 @@ from confluent_kafka import (
 
 from streams.errors import DcbError, KafkaUnavailableError
 from streams.kafka import clients
+from streams.kafka.connection import Brokers
 from streams.kafka.end_offsets import EndOffsets
 from streams.kafka.partitioner import key_partition
+from streams.kafka.refusals import refusal
 
 
 class TailTimeoutError(DcbError):
@@ -40,7 +42,7 @@ class TopicTail:
 
     def __init__(
         self,
-        bootstrap_servers: str,
+        brokers: Brokers,
         topic: str,
         *,
         from_end: bool = False,
@@ -60,17 +62,18 @@ class TopicTail:
         self.on_truncated = on_truncated
         if on_truncated is not None:
             overrides["auto.offset.reset"] = "error"
-        self.consumer = clients.consumer(
-            bootstrap_servers, group_id=f"dcb-sdk-{topic}", **overrides
-        )
-        metadata = self.consumer.list_topics(topic, timeout=10)
-        partitions = sorted(metadata.topics[topic].partitions)
+        self.consumer = clients.consumer(brokers, group_id=f"{topic}-reader", **overrides)
+        described = self.consumer.list_topics(topic, timeout=10).topics[topic]
+        refused = refusal(described.error, f"reading {topic}")
+        if refused is not None:
+            self.consumer.close()
+            raise refused
+        partitions = sorted(described.partitions)
         if key is not None:
             partitions = [key_partition(key, len(partitions))]
         self.topic = topic
         self.partitions = partitions
-        self.bootstrap_servers = bootstrap_servers
-        self.end_offsets = EndOffsets(bootstrap_servers)
+        self.end_offsets = EndOffsets(brokers)
         # How far each partition has been read (records, transaction markers and all).
         self.read_to = {p: (start or {}).get(p, 0) for p in partitions}
         if from_end:  # pin the start now, so nothing produced after this call is missed
@@ -132,6 +135,9 @@ class TopicTail:
             if error.code() == KafkaError._AUTO_OFFSET_RESET and self.on_truncated is not None:
                 self._resume_at_log_start(partition)
                 return 0
+            refused = refusal(error, f"reading {self.topic}")
+            if refused is not None:
+                raise refused
             raise DcbError(f"reading {self.topic}: {error}")
         self.read_to[partition] = max(self.read_to[partition], offset + 1)
         handle(message)

@@ -134,7 +134,7 @@ class DcbStreams(PeerSystem):
 
     def _delete_topics(self) -> None:
         delete_topics_with_prefix(
-            clients.admin(self.settings.resolved_bootstrap_servers),
+            clients.admin(self.settings.kafka),
             owned_prefixes(self.settings),
         )
 
