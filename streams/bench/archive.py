@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from streams.archive import ArchiveStore, DirectoryArchive, Segment
 from streams.archive.postgres import PostgresArchive
+from streams.bench.lifecycle import LifecycleResult
 from streams.bench.stats import percentile
 from streams.erasure.sealing import new_key, open_payload, seal
 from streams.infra.postgres import LocalPostgres
@@ -58,6 +59,7 @@ class ArchiveBenchReport(BaseModel):
     machine: dict[str, str | int]
     backends: list[BackendResult]
     sealing: SealingResult
+    lifecycle: LifecycleResult | None = None  # on the broker: boundary reads, sealed appends
 
 
 def _segments(plan: ArchivePlan) -> list[Segment]:

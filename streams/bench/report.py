@@ -174,9 +174,12 @@ def write_projection_plot(report: ProjectionBenchReport, out_dir: Path) -> Path:
 
 
 def write_archive_plot(report: ArchiveBenchReport, out_dir: Path) -> Path:
-    """MB/s per backend: append, read whole, read by one segment's range."""
+    """MB/s per backend: append, read whole, read by one segment's range; beside it, on
+    the broker, a first read across the archive boundary and appends with a subject tag."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    live = report.lifecycle
+    fig, axes = plt.subplots(1, 2 if live else 1, figsize=(12 if live else 7, 4.2), squeeze=False)
+    ax = axes[0][0]
     measures = [
         ("append", "append_mb_per_s"),
         ("read whole", "read_all_mb_per_s"),
@@ -197,4 +200,26 @@ def write_archive_plot(report: ArchiveBenchReport, out_dir: Path) -> Path:
         f"opening {s.open_us} us per event",
         fontsize=9,
     )
+    if live:
+        ax = axes[0][1]
+        read, sealed = live.boundary, live.appends
+        names = [
+            "first read,\nhot log",
+            "first read,\nacross",
+            "append p50,\nplain",
+            "append p50,\nsealed",
+        ]
+        values = [
+            read.hot_log_s * 1000,
+            read.across_s * 1000,
+            sealed.plain_p50_ms,
+            sealed.sealed_p50_ms,
+        ]
+        ax.bar(names, values, color=["C0", "C1", "C0", "C1"])
+        ax.set_ylabel("ms")
+        ax.set_title(
+            f"on the broker: {read.events:,} events ({read.archived:,} archived); "
+            f"{sealed.appends} appends of each kind",
+            fontsize=9,
+        )
     return _save(plt, fig, out_dir / "archive.png")

@@ -23,6 +23,7 @@ from streams.bench.commit import (
     machine,
     run_commit_bench,
 )
+from streams.bench.lifecycle import LifecyclePlan, run_lifecycle_bench
 from streams.bench.peers import report as peers_report
 from streams.bench.peers.api import PeerSystem
 from streams.bench.peers.bench import PeerBenchReport, PeerPlan, run_peers_bench
@@ -264,22 +265,38 @@ def projections(
 def archive(
     segments: Annotated[int, typer.Option(min=1, help="Segments per backend.")] = 40,
     records: Annotated[int, typer.Option(min=1, help="Records per segment.")] = 1_000,
+    events: Annotated[
+        int, typer.Option(min=2, help="Events of the history read across the boundary.")
+    ] = 5_000,
+    appends: Annotated[
+        int, typer.Option(min=1, help="Appends of each kind (with / without a subject tag).")
+    ] = 200,
     out: Annotated[Path, typer.Option(help="Folder of archive.json and .png.")] = Path(
         "bench/results"
     ),
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """The archive's backends (a local directory, PostgreSQL) appending and reading the
-    same segments, and what sealing a payload for crypto-shredding costs per event."""
+    same segments, and what sealing a payload for crypto-shredding costs per event; then,
+    on the broker with a worker, a history read across the archive boundary against the
+    hot log alone, and append latency with and without a subject tag."""
     plan = ArchivePlan(segments=segments, records_per_segment=records)
-    with reported(as_json), tempfile.TemporaryDirectory(prefix="dcb-bench-archive-") as scratch:
+    live = LifecyclePlan(events=events, appends=appends)
+    with _bench_run(as_json, "dcb-bench-archive") as (settings, scratch):
         with _progress(as_json) as bar:
-            task = bar.add_task("benchmarking the archive", total=3)
+            task = bar.add_task("benchmarking the archive", total=5)
 
             def step(what: str) -> None:
                 bar.update(task, description=f"archive: {what}", advance=1)
 
-            report = run_archive_bench(plan, Path(scratch), machine(), step)
+            report = run_archive_bench(plan, scratch, machine(), step)
+            with embedded_broker(settings, False, True):
+                try:
+                    report.lifecycle = run_lifecycle_bench(settings, live, scratch, step)
+                finally:
+                    delete_topics_with_prefix(
+                        clients.admin(settings.kafka), owned_prefixes(settings)
+                    )
         written = _with_plot(
             [write_json(report, out, "archive.json")], lambda: write_archive_plot(report, out)
         )
@@ -298,8 +315,23 @@ def _print_archive(report: ArchiveBenchReport, written: list[Path]) -> None:
     s = report.sealing
     console.print(
         f"sealing a {s.payload_bytes}-byte payload: {s.seal_us} us, opening it: {s.open_us} us "
-        f"(json.dumps of it: {s.json_dumps_us} us); written: {', '.join(map(str, written))}"
+        f"(json.dumps of it: {s.json_dumps_us} us)"
     )
+    if (live := report.lifecycle) is not None:
+        read, sealed = live.boundary, live.appends
+        table = Table("measure", "hot log alone", "across the boundary / sealed")
+        table.add_row(
+            f"first read of {read.events:,} events ({read.archived:,} archived), s",
+            f"{read.hot_log_s}",
+            f"{read.across_s}",
+        )
+        table.add_row(
+            f"append p50 / p99 ms ({sealed.appends} of each, two tags)",
+            f"{sealed.plain_p50_ms} / {sealed.plain_p99_ms}",
+            f"{sealed.sealed_p50_ms} / {sealed.sealed_p99_ms}",
+        )
+        console.print(table)
+    console.print(f"written: {', '.join(map(str, written))}")
 
 
 def _print_projections(report: ProjectionBenchReport, written: list[Path]) -> None:

@@ -18,6 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message, TopicPartitio
 
 from streams.codec import AvroCodec, SchemaCatalog
 from streams.kafka import clients
+from streams.kafka.connection import Brokers
 from streams.kafka.end_offsets import EndOffsets
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.model.records import CommittedEvent
@@ -26,13 +27,13 @@ from tests.integration.load import CAPACITY, LIMIT, Subscriptions
 
 
 def read_to_end(
-    bootstrap: str, topic: str, *, read_committed: bool = True, timeout_s: float = 90
+    bootstrap: Brokers, topic: str, *, read_committed: bool = True, timeout_s: float = 90
 ) -> list[Message]:
     """Every record of ``topic`` below the high watermarks of now, in offset order per
     partition (``read_committed``: once every transaction there has ended)."""
     consumer = clients.consumer(
         bootstrap,
-        f"oracle-{uuid.uuid4()}",
+        f"{topic}-oracle-{uuid.uuid4()}",  # under the topic's prefix: a tenant's ACLs allow it
         read_committed=read_committed,
         **{"enable.partition.eof": True},
     )
@@ -81,7 +82,7 @@ def committed_events(settings: DcbSettings) -> list[Logged]:
     codec = AvroCodec(SchemaCatalog())
     topic = topic_name(settings.topics, TopicRole.EVENTS)
     out = []
-    for message in read_to_end(settings.resolved_bootstrap_servers, topic):
+    for message in read_to_end(settings.kafka, topic):
         record = CommittedEvent.from_avro(
             codec.decode(message.value() or b"", CommittedEvent.schema_name).value
         )
@@ -137,4 +138,4 @@ def check_subscriptions(log: list[Logged], *loads: Subscriptions) -> None:
 
 def dead_letters(settings: DcbSettings) -> list[Message]:
     topic = topic_name(settings.topics, TopicRole.DEAD_LETTERS)
-    return read_to_end(settings.resolved_bootstrap_servers, topic)
+    return read_to_end(settings.kafka, topic)

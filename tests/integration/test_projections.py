@@ -87,7 +87,7 @@ class Runner:
 def last_checkpoint(settings: DcbSettings, projection_id: str) -> Checkpoint:
     found = [
         m
-        for m in read_to_end(settings.resolved_bootstrap_servers, checkpoints_topic(settings))
+        for m in read_to_end(settings.kafka, checkpoints_topic(settings))
         if m.key() == projection_id.encode()
     ]
     if not found or found[-1].value() is None:
@@ -97,7 +97,7 @@ def last_checkpoint(settings: DcbSettings, projection_id: str) -> Checkpoint:
 
 def committed_rows(settings: DcbSettings, projection_id: str) -> dict[str, dict]:
     rows: dict[str, dict] = {}
-    for m in read_to_end(settings.resolved_bootstrap_servers, rows_topic(settings, projection_id)):
+    for m in read_to_end(settings.kafka, rows_topic(settings, projection_id)):
         key = decode_key(m.key() or b"")
         if m.value() is None:
             rows.pop(key, None)

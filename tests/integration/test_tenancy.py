@@ -33,6 +33,8 @@ from streams.kafka.connection import KafkaConnection
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.settings import DcbSettings, SecuritySettings, TopicSettings
 from tests.integration.cli import dcb
+from tests.integration.load import Subscriptions
+from tests.integration.test_projections import Runner, check_sample, wait_caught_up
 from tests.integration.workers import WorkerProcess
 
 TOPICS = TopicSettings(partitions=2, tag_partitions=2)
@@ -149,6 +151,25 @@ def test_a_tenant_works_on_its_own_topics_with_conditional_appends(
     # The other tenant reads its own (empty) store unhindered.
     with DcbClient(service_id="shop", settings=settings_of(tenants["beta"])) as client:
         assert list(client.read()) == []
+
+
+def test_a_tenants_projection_runner_folds_its_log_under_its_prefix(
+    tenants: dict[str, dict[str, str]], acme_worker: WorkerProcess, tmp_path: Path
+) -> None:
+    """The runner's group and transactional id lie under the tenant's prefix too: under
+    conditional load, its committed rows equal an independent fold of the tenant's log."""
+    settings = settings_of(tenants["acme"])
+    runner = Runner(settings, tmp_path).start()
+    try:
+        with DcbClient(service_id=f"u{uuid.uuid4().hex[:6]}", settings=settings) as client:
+            load = Subscriptions([client], writers=2, per_writer=15)
+            load.join(120)
+            assert not load.errors, load.errors
+            assert any(a.outcome == "committed" for a in load.appends)
+        wait_caught_up(settings, runner)
+        check_sample(settings)
+    finally:
+        runner.stop()
 
 
 def test_the_sdk_on_another_tenants_prefix_raises_not_authorized(
