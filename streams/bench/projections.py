@@ -166,7 +166,7 @@ def _ungated(settings: DcbSettings, total: int) -> float:
     """Events/s of a consumer that folds every event as it reads it, no gate."""
     codec = codec_from_settings(settings)
     topic = topic_name(settings.topics, TopicRole.EVENTS)
-    consumer = clients.consumer(settings.kafka, f"ungated-{uuid.uuid4()}")
+    consumer = clients.consumer(settings.kafka, f"{settings.topics.prefix}ungated-{uuid.uuid4()}")
     partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     rows: dict[str, Row] = {}
@@ -255,7 +255,9 @@ class _Covered:
 def _watch_rows(settings: DcbSettings, service: str, seen: _Covered, stop: threading.Event) -> None:
     topic = rows_topic(settings, subscription_totals.id)
     fast: dict[str, Any] = {"fetch.wait.max.ms": 5}
-    consumer = clients.consumer(settings.kafka, f"watch-{uuid.uuid4()}", **fast)
+    consumer = clients.consumer(
+        settings.kafka, f"{settings.topics.prefix}watch-{uuid.uuid4()}", **fast
+    )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     try:
         while not stop.is_set():

@@ -21,13 +21,14 @@ app = typer.Typer(help="Tenants enforced by the broker: a topic prefix, a login,
 
 def admin_login(settings: DcbSettings) -> KafkaConnection:
     """The settings' login when they give one, else the embedded secure broker's admin."""
-    if settings.security.username:
+    if settings.security.username and settings.security.protocol != "PLAINTEXT":
         return settings.kafka
     broker = EmbeddedBroker(settings.broker)
     if settings.bootstrap_servers in (None, settings.broker.bootstrap_servers) and broker.secure:
         return broker.admin_connection()
     raise NoAdminLoginError(
-        "creating a tenant needs the broker's super user: give its login (DCB_SECURITY__*), "
+        "creating a tenant needs the broker's super user over SASL: give its login "
+        "(DCB_SECURITY__PROTOCOL=SASL_PLAINTEXT or SASL_SSL, __USERNAME, __PASSWORD), "
         "or run the embedded broker with `dcb broker start --secure`",
         bootstrap_servers=settings.resolved_bootstrap_servers,
     )

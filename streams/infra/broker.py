@@ -93,17 +93,28 @@ class EmbeddedBroker:
     def _admin_password_file(self) -> Path:
         return self.data_dir / "admin.password"
 
+    @property
+    def _secure_marker(self) -> Path:
+        return self.data_dir / "secure"
+
     # --- security --------------------------------------------------------------
     @property
     def secure(self) -> bool:
-        """Whether this data folder was formatted with ``--secure`` (it stays so)."""
-        return self._admin_password_file.exists()
+        """Whether this data folder was formatted with ``--secure`` (it stays so: losing the
+        password file does not turn the ACLs off, it stops the broker from starting)."""
+        return self._secure_marker.exists() or self._admin_password_file.exists()
 
     def admin_connection(self) -> KafkaConnection:
         """How the admin (the one super user) connects; no credentials on a plain broker."""
         address = self.settings.bootstrap_servers
         if not self.secure:
             return KafkaConnection(address)
+        if not self._admin_password_file.exists():
+            raise BrokerStartError(
+                f"{self.data_dir} was formatted with --secure but its admin.password is gone; "
+                "the broker will not start without it",
+                data_dir=str(self.data_dir),
+            )
         password = self._admin_password_file.read_text().strip()
         return KafkaConnection(address, "SASL_PLAINTEXT", SCRAM, ADMIN_USER, password)
 
@@ -116,6 +127,7 @@ class EmbeddedBroker:
             )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         write_durably(self._admin_password_file, secrets.token_urlsafe(24).encode(), 0o600)
+        write_durably(self._secure_marker, b"SASL/SCRAM and ACLs\n")
 
     def _security_properties(self) -> list[str]:
         s = self.settings

@@ -165,6 +165,13 @@ class EmbeddedConnect:
         """Start the worker and wait until its REST API lists the sink plugin."""
         if self.status().running:
             return self.status()
+        if self.settings.security.protocol != "PLAINTEXT":
+            raise ConnectStartError(
+                "dcb connect does not log Kafka Connect in to a secure broker yet "
+                f"(DCB_SECURITY__PROTOCOL={self.settings.security.protocol}); run Connect with "
+                "the tenant's SASL settings yourself, or against a plaintext broker",
+                protocol=self.settings.security.protocol,
+            )
         self.fetch()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._config_file.write_text(self._properties())

@@ -106,10 +106,9 @@ def settled_ends(
     pending = list(partitions)
     ends: dict[tuple[str, int], int] = {}
     while pending:
-        left_s = max(deadline - time.monotonic(), 0.0)
         try:
-            committed = offsets.latest(pending, committed=True, timeout_s=left_s)
-            written = offsets.latest(pending, committed=False, timeout_s=left_s)
+            committed = offsets.latest(pending, committed=True, timeout_s=_left(deadline))
+            written = offsets.latest(pending, committed=False, timeout_s=_left(deadline))
         except KafkaUnavailableError as exc:
             raise WorkerStalledError(f"no end offsets for the changelogs: {exc}") from exc
         still = [tp for tp in pending if committed[tp] != written[tp]]
@@ -124,6 +123,10 @@ def settled_ends(
         if pending:
             time.sleep(SETTLE_POLL_S)
     return ends
+
+
+def _left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.0)
 
 
 def restore(

@@ -7,9 +7,15 @@ reaches callers as :class:`~streams.errors.NotAuthorizedError`, never as a retry
 
 from __future__ import annotations
 
+import time
+
 from confluent_kafka import KafkaError, KafkaException
 
-from streams.errors import NotAuthorizedError
+from streams.errors import DcbError, KafkaUnavailableError, NotAuthorizedError
+from streams.kafka import clients
+from streams.kafka.connection import Brokers, connection
+
+LOGIN_PROBE_S = 5.0
 
 _REFUSALS = frozenset(
     {
@@ -31,3 +37,22 @@ def refusal(error: KafkaError | KafkaException | None, what: str) -> NotAuthoriz
     if error is None or error.code() not in _REFUSALS:
         return None
     return NotAuthorizedError(f"the broker refused {what}: {error.str()}", kafka_error=error.name())
+
+
+def unreachable(brokers: Brokers, exc: KafkaException, what: str) -> DcbError:
+    """Why a request got no answer at all: a login the broker failed (librdkafka says so
+    only to an error callback, so a fresh client is asked) or a broker out of reach."""
+    kafka = connection(brokers)
+    if kafka.protocol.startswith("SASL"):
+        heard: list[KafkaError] = []
+        probe = clients.admin(kafka, error_cb=heard.append)
+        try:
+            probe.list_topics(timeout=LOGIN_PROBE_S)
+        except KafkaException:
+            deadline = time.monotonic() + LOGIN_PROBE_S
+            while time.monotonic() < deadline:
+                probe.poll(0.2)  # serves the error callback
+                why = f"{what} (logging in as {kafka.username})"
+                if refused := next(filter(None, (refusal(e, why) for e in heard)), None):
+                    return refused
+    return KafkaUnavailableError(f"{what}: {exc}", bootstrap_servers=kafka.bootstrap_servers)

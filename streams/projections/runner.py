@@ -1,8 +1,8 @@
 """``dcb project``: the Kafka shell around :class:`~streams.projections.core.ProjectionCore`.
 
 Each projection has its own consumer of ``dcb.events`` and ``dcb.certificates`` (every
-partition, assigned, no group: its positions are in its checkpoint) and its own
-transactional producer, ``transactional.id`` = ``dcb-projection-<topic prefix><id>``.
+partition, assigned: its positions are in its checkpoint, its group only names it) and its
+own transactional producer; both are named ``<topic prefix>projection-<id>``.
 A pass's changed rows (to the compacted ``<prefix>projection.<id>``, key = row id,
 tombstone = deleted, in Kafka Connect's JSON: ``row_format``) and its checkpoint (to the compacted
 ``<prefix>projection-checkpoints``, key = projection id) go in one transaction, so rows

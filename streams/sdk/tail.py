@@ -19,7 +19,7 @@ from streams.kafka import clients
 from streams.kafka.connection import Brokers
 from streams.kafka.end_offsets import EndOffsets
 from streams.kafka.partitioner import key_partition
-from streams.kafka.refusals import refusal
+from streams.kafka.refusals import refusal, unreachable
 
 
 class TailTimeoutError(DcbError):
@@ -63,7 +63,11 @@ class TopicTail:
         if on_truncated is not None:
             overrides["auto.offset.reset"] = "error"
         self.consumer = clients.consumer(brokers, group_id=f"{topic}-reader", **overrides)
-        described = self.consumer.list_topics(topic, timeout=10).topics[topic]
+        try:
+            described = self.consumer.list_topics(topic, timeout=10).topics[topic]
+        except KafkaException as exc:
+            self.consumer.close()
+            raise unreachable(brokers, exc, f"reading {topic}") from exc
         refused = refusal(described.error, f"reading {topic}")
         if refused is not None:
             self.consumer.close()

@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
 
 from streams.errors import KafkaUnavailableError
 from streams.kafka import clients
-from streams.kafka.connection import KafkaConnection
+from streams.kafka.connection import KafkaConnection, Mechanism
 from streams.kafka.refusals import refusal
 from streams.kafka.topic_admin import ensure_topics
 from streams.kafka.topic_catalog import topic_specs
@@ -33,10 +33,7 @@ _KINDS = {
     Resource.GROUP: ResourceType.GROUP,
     Resource.TRANSACTIONAL_ID: ResourceType.TRANSACTIONAL_ID,
 }
-_MECHANISMS = {
-    "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512,
-    "SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
-}
+TENANT_MECHANISM: Mechanism = "SCRAM-SHA-512"  # whatever the admin logs in with
 SCRAM_ITERATIONS = 8192
 LOGIN_WAIT_S = 30.0
 
@@ -48,9 +45,10 @@ def create_tenant(
     once the broker accepts the login. Run again, it sets the password anew (a rotation)
     and changes nothing else."""
     client = clients.admin(admin)
-    mechanism = _MECHANISMS[admin.mechanism]
     login = UserScramCredentialUpsertion(
-        tenant.name, ScramCredentialInfo(mechanism, SCRAM_ITERATIONS), password.encode()
+        tenant.name,
+        ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS),
+        password.encode(),
     )
     _wait_all(client.alter_user_scram_credentials([login]), f"setting {tenant.name}'s login")
     bindings = [
@@ -68,7 +66,7 @@ def create_tenant(
     _wait_all(client.create_acls(bindings), f"granting {tenant.principal} {tenant.prefix}*")
     ensure_topics(client, topic_specs(tenant.topics(topics)))
     own = KafkaConnection(
-        admin.bootstrap_servers, admin.protocol, admin.mechanism, tenant.name, password
+        admin.bootstrap_servers, admin.protocol, TENANT_MECHANISM, tenant.name, password
     )
     _wait_for_login(own)
     log.info("tenant %s: login, ACLs on %s* and topics ready", tenant.name, tenant.prefix)

@@ -71,5 +71,4 @@ class Tenant:
             **security_env(kafka),
             "DCB_TOPICS__PREFIX": self.prefix,
             "DCB_WORKER__APP_ID": self.app_id,
-            "DCB_CONNECT__GROUP_ID": f"{self.prefix}connect",
         }

@@ -9,6 +9,7 @@ through the SDK (a typed ``not_authorized``).
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -267,7 +268,8 @@ def test_every_cross_tenant_request_is_refused_by_the_broker(
 def test_no_login_or_a_wrong_password_is_refused(
     secure_broker: SecureBroker, tenants: dict[str, dict[str, str]]
 ) -> None:
-    wrong = connection_of({**tenants["acme"], "DCB_SECURITY__PASSWORD": "not-the-password"})
+    wrong_env = {"DCB_SECURITY__PASSWORD": "not-the-password"}
+    wrong = connection_of({**tenants["acme"], **wrong_env})
     anonymous = KafkaConnection(secure_broker.bootstrap)  # PLAINTEXT at a SASL listener
     # The broker fails the login, or drops a client that does not even try one.
     dropped = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
@@ -280,6 +282,13 @@ def test_no_login_or_a_wrong_password_is_refused(
         while not codes & {e.code() for e in errors} and time.monotonic() < deadline:
             admin.poll(0.5)  # serves the error callback
         assert codes & {e.code() for e in errors}, errors
+    # The SDK and the CLI say so, as a typed error.
+    with pytest.raises(NotAuthorizedError) as caught:
+        DcbClient(service_id="shop", settings=settings_of({**tenants["acme"], **wrong_env}))
+    assert caught.value.details["kafka_error"] in {"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED"}
+    read = dcb("read", "--service", "shop", "--json", env={**tenants["acme"], **wrong_env})
+    assert read.exit_code == 1
+    assert json.loads(read.stdout)["error"]["code"] == "not_authorized"
 
 
 def test_a_worker_on_another_tenants_prefix_exits_not_authorized(

@@ -38,6 +38,5 @@ def test_every_name_a_tenant_uses_is_granted_by_its_prefixed_acls(name: str) -> 
     assert env["DCB_TOPICS__PREFIX"].startswith(granted[Resource.TOPIC])
     assert env["DCB_WORKER__APP_ID"].startswith(granted[Resource.GROUP])
     assert env["DCB_WORKER__APP_ID"].startswith(granted[Resource.TRANSACTIONAL_ID])
-    assert env["DCB_CONNECT__GROUP_ID"].startswith(granted[Resource.GROUP])
     assert env["DCB_SECURITY__USERNAME"] == name
     assert env["DCB_SECURITY__PROTOCOL"] == "SASL_PLAINTEXT"
