@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from confluent_kafka import Message, TopicPartition
 
 from streams.archive.api import ArchiveStore, Segment, SegmentHeader
+from streams.archive.events import segment_events
 from streams.archive.exceptions import ArchiveAuditError
 from streams.archive.plan import (
     LogRecord,
@@ -216,13 +217,11 @@ def _archived(
 ) -> list[tuple[SegmentHeader, LogRecord]]:
     """Each archived event decoded, with its segment's header (offset -1: not in the log)."""
     codec = codec_from_settings(settings)
-    out = []
-    for segment in segments:
-        for value in segment.records:
-            event = CommittedEvent.from_avro(codec.decode(value, CommittedEvent.schema_name).value)
-            record = LogRecord(-1, event.service_id, event.suid, event.allocator_lineage_id, value)
-            out.append((segment.header, record))
-    return out
+    return [
+        (segment.header, LogRecord(-1, e.service_id, e.suid, e.allocator_lineage_id, value))
+        for segment in segments
+        for e, value in segment_events(segment, codec)
+    ]
 
 
 def history(settings: DcbSettings, store: ArchiveStore, service: str) -> list[LogRecord]:

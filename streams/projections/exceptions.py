@@ -47,6 +47,14 @@ class ProjectionResetError(ProjectionError):
 
 
 class HistoryTruncatedError(ProjectionError):
-    """``dcb.events`` no longer holds events the projection has still to apply."""
+    """``dcb.events`` no longer holds events the projection has still to apply, and the
+    archive does not hold them either."""
 
     code = "projection_history_truncated"
+
+
+class LogDroppedError(ProjectionError):
+    """The log dropped records below the runner's position while it ran (retention):
+    restoring from the checkpoint then reads them from the archive."""
+
+    code = "projection_log_dropped"

@@ -38,6 +38,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from streams.archive import open_archive
+from streams.archive.events import archived_events, keys_on_partition
 from streams.codec import codec_from_settings
 from streams.erasure import open_key_store
 from streams.erasure.opener import KeyLookup, open_event
@@ -52,6 +54,7 @@ from streams.projections.core import Pass, ProjectionCore
 from streams.projections.exceptions import (
     CorruptCheckpointError,
     HistoryTruncatedError,
+    LogDroppedError,
     ProjectionFencedError,
     ProjectionResetError,
 )
@@ -81,6 +84,12 @@ _PRODUCE_POLL_EVERY = 1_000  # delivery reports served while a big transaction i
 
 def rows_topic(settings: DcbSettings, projection_id: str) -> str:
     return f"{settings.topics.prefix}projection.{projection_id}"
+
+
+def _opened(record: CommittedEvent, lookup: KeyLookup) -> CommittedEvent:
+    """``record`` with its payload opened (a sealed one: clear, or the shredded marker)."""
+    event = open_event(record.event, lookup)
+    return record if event is record.event else record.model_copy(update={"event": event})
 
 
 def checkpoints_topic(settings: DcbSettings) -> str:
@@ -239,17 +248,21 @@ class ProjectionRunner:
             transactional_id(self.settings, self.projector.id),
             **_CONSUMER,
         )
+        core = ProjectionCore(
+            self.projector, checkpoint, rows, self.settings.projections.max_apply_per_pass
+        )
         # The checkpoints too: one written by another (a rebuild) means start again.
         assignment = [restored.checkpoints_end]
         try:
-            # Events from offset 0 itself at the start: a log that dropped a prefix (archived)
-            # then says so (HistoryTruncatedError) instead of being read from its new start.
-            for topic, offsets, start in (
-                (self.events_topic, checkpoint.events_offsets, 0),
-                (self.certificates_topic, checkpoint.certificates_offsets, OFFSET_BEGINNING),
-            ):
-                partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-                assignment += [TopicPartition(topic, p, offsets.get(p, start)) for p in partitions]
+            topic = self.events_topic
+            for p, at in self._events_starts(core, consumer, checkpoint.events_offsets).items():
+                assignment.append(TopicPartition(topic, p, at))
+            topic = self.certificates_topic
+            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            offsets = checkpoint.certificates_offsets
+            assignment += [
+                TopicPartition(topic, p, offsets.get(p, OFFSET_BEGINNING)) for p in partitions
+            ]
             consumer.assign(assignment)
         except BaseException:
             consumer.close()
@@ -262,8 +275,57 @@ class ProjectionRunner:
             checkpoint.applied,
             checkpoint.events_offsets or "the beginning",
         )
-        return ProjectionCore(
-            self.projector, checkpoint, rows, self.settings.projections.max_apply_per_pass
+        return core
+
+    def _events_starts(
+        self, core: ProjectionCore, consumer: Consumer, offsets: dict[int, int]
+    ) -> dict[int, int]:
+        """Where each ``dcb.events`` partition is read from: the checkpoint's offset, or,
+        when the log has dropped records below it (``dcb archive``), the log start, once
+        the archive's events of that partition's services are offered to the core. They
+        are certified history (the archive takes nothing above a trusted prefix), so the
+        gate releases them in SUID order like any other; offered again after a restart,
+        the gate drops what it applied already."""
+        topic = self.events_topic
+        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        starts = {}
+        for p in partitions:
+            at = offsets.get(p, 0)
+            low, _ = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if at < low:
+                self._offer_archived(core, p, len(partitions), low)
+                at = low
+            starts[p] = at
+        return starts
+
+    def _offer_archived(
+        self, core: ProjectionCore, partition: int, partitions: int, low: int
+    ) -> None:
+        store = open_archive(self.settings)
+        services = keys_on_partition(store, partition, partitions)
+        if not services:
+            raise HistoryTruncatedError(
+                f"projection {self.projector.id}: {self.events_topic}[{partition}] dropped the "
+                f"records below offset {low} and the archive holds no history of that "
+                "partition's services (dropped by retention before dcb archive took them?)",
+                projection_id=self.projector.id,
+                partition=partition,
+            )
+        lookup = KeyLookup(lambda: self._keys)
+        offered = 0
+        for service in services:
+            for _, record in archived_events(store, service, self.codec):
+                core.offer_event(_opened(record, lookup), partition, low - 1)
+                offered += 1
+        log.info(
+            "projection %s: %s[%d] starts at offset %d; %d archived events of %d service(s) "
+            "offered from the archive",
+            self.projector.id,
+            self.events_topic,
+            partition,
+            low,
+            offered,
+            len(services),
         )
 
     def poll(self, timeout_s: float = 0.2) -> Observation:
@@ -316,11 +378,10 @@ class ProjectionRunner:
                     if topic == self.events_topic:
                         self.core.note_end({partition: offset})
                 elif error.code() == KafkaError._AUTO_OFFSET_RESET:
-                    raise HistoryTruncatedError(
-                        f"projection {self.projector.id}: {topic}[{partition}] no longer holds "
-                        f"the events it has still to apply ({error.str()}): they were archived "
-                        "(dcb archive) or dropped by retention; projections do not read the "
-                        "archive yet: keep dcb.events whole while a projection needs it",
+                    raise LogDroppedError(
+                        f"projection {self.projector.id}: {topic}[{partition}] dropped records "
+                        f"it has still to read ({error.str()}); restoring from the checkpoint "
+                        "reads them from the archive",
                         projection_id=self.projector.id,
                     )
                 elif error.fatal():
@@ -334,10 +395,7 @@ class ProjectionRunner:
                 record = CommittedEvent.from_avro(
                     self.codec.decode(message.value(), CommittedEvent.schema_name).value
                 )
-                event = open_event(record.event, lookup)
-                if event is not record.event:
-                    record = record.model_copy(update={"event": event})
-                self.core.offer_event(record, partition, offset)
+                self.core.offer_event(_opened(record, lookup), partition, offset)
             else:
                 self._certificate(message, partition, offset)
 
@@ -440,6 +498,8 @@ class ProjectionRunner:
             with self._lock:
                 self.core = core
             self.available = True
+        except HistoryTruncatedError:
+            raise  # history nowhere to be read: restoring again cannot help
         except Exception:
             log.exception("projection %s could not restore; trying again", self.projector.id)
 

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from streams import errors
 from streams.archive import ArchiveStore, open_archive
+from streams.archive.events import archived_events
 from streams.codec import codec_from_settings
 from streams.erasure import KeyStore, open_key_store
 from streams.erasure.opener import KeyLookup, open_event
@@ -344,17 +345,15 @@ class DcbClient:
         A client of a log never truncated never opens the archive."""
         if self._archive is None:
             self._archive = open_archive(self.settings)
-        segments = self._archive.read(self.service_id, from_suid=self._archived_through)
+        archived = list(
+            archived_events(self._archive, self.service_id, self.codec, self._archived_through)
+        )
         with self._index_lock:
             head = self._events.head
-            for segment in segments:
-                for value in segment.records:
-                    record = CommittedEvent.from_avro(
-                        self.codec.decode(value, CommittedEvent.schema_name).value
-                    )
-                    if head is None or record.suid > head:
-                        self._events.add(SequencedEvent(position=record.suid, event=record.event))
-                self._archived_through = segment.header.through_suid
+            for header, record in archived:
+                if head is None or record.suid > head:
+                    self._events.add(SequencedEvent(position=record.suid, event=record.event))
+                self._archived_through = header.through_suid
 
     def _fold(self, message: Message) -> None:
         record = CommittedEvent.from_avro(

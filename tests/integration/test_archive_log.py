@@ -13,6 +13,8 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -26,11 +28,17 @@ from streams.model.records import AppendCondition, QueryItem
 from streams.projections.api import ProjectorRegistry, TagProjector
 from streams.projections.checkpoint import Checkpoint
 from streams.projections.exceptions import HistoryTruncatedError
-from streams.projections.runner import checkpoints_topic, ensure_projection_topics, run_projections
+from streams.projections.runner import (
+    checkpoints_topic,
+    ensure_projection_topics,
+    rows_topic,
+    run_projections,
+)
 from streams.sdk import DcbClient, Event
 from streams.settings import DcbSettings
 from tests.integration.cli import dcb, lifecycle_env
 from tests.integration.oracle import read_to_end
+from tests.integration.test_projections import committed_rows
 from tests.integration.workers import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -200,30 +208,56 @@ def _lagging_checkpoint(settings: DcbSettings, partition: int, offset: int) -> N
     producer.flush(10)
 
 
-def test_the_log_keeps_what_a_projection_has_yet_to_read_and_a_new_one_refuses_a_cut_log(
-    lifecycle_settings: DcbSettings, lifecycle_worker: WorkerProcess
+def test_the_log_keeps_what_a_projection_has_yet_to_read_and_a_new_one_reads_the_archive(
+    lifecycle_settings: DcbSettings, lifecycle_worker: WorkerProcess, tmp_path: Path
 ) -> None:
     settings = lifecycle_settings
     a, _, partition = neighbours(settings)
     with DcbClient(service_id=a, settings=settings) as client:
         suids = subscribe(client, 6, "course:c1")
         through = certified(client, suids[-1])
-    offsets = [o for o, _ in raw(settings, partition)]
-    _lagging_checkpoint(settings, partition, offsets[3])
-    report = run_archive(settings, "--service", a, "--through", through)
-    assert report["events"] == 6 and report["held_back_by"] == "projection lagging"
-    assert log_start(settings, partition) == offsets[3]
-    _lagging_checkpoint(settings, partition, offsets[-1] + 2)  # it caught up
-    run_archive(settings, "--service", a, "--through", through)
-    assert log_start(settings, partition) > offsets[-1]
+        offsets = [o for o, _ in raw(settings, partition)]
+        _lagging_checkpoint(settings, partition, offsets[3])
+        report = run_archive(settings, "--service", a, "--through", through)
+        assert report["events"] == 6 and report["held_back_by"] == "projection lagging"
+        assert log_start(settings, partition) == offsets[3]
+        _lagging_checkpoint(settings, partition, offsets[-1] + 2)  # it caught up
+        run_archive(settings, "--service", a, "--through", through)
+        assert log_start(settings, partition) > offsets[-1]
+        later = subscribe(client, 2, "course:c1")  # in the log only
+        certified(client, later[-1])
 
-    # A projection that starts now would fold a history with a hole: it stops instead.
+    # A projection started now folds the archived history, then the log, in SUID order.
     rosters = TagProjector(
-        id="late-roster",
+        id=f"late-{uuid.uuid4().hex[:6]}",
         query=(QueryItem(tags=["course:c1"]),),
         tag_prefix="course:",
-        fold=lambda row, event: {"n": row.get("n", 0) + 1},
+        fold=lambda row, event: {"n": row.get("n", 0) + 1, "last": event.position},
     )
+    assert run_until(settings, rosters, lambda rows: any(r["n"] == 8 for r in rows.values()))
+    (row,) = committed_rows(settings, rosters.id).values()
+    assert row == {"n": 8, "last": later[-1]}
+
+    # Without the archive (another folder), the hole cannot be filled: it stops.
+    elsewhere = settings.archive.model_copy(update={"dir": tmp_path / "empty-archive"})
+    blind = settings.model_copy(update={"archive": elsewhere})
+    other = TagProjector(
+        id=f"blind-{uuid.uuid4().hex[:6]}",
+        query=rosters.query,
+        tag_prefix="course:",
+        fold=rosters.fold,
+    )
+    with pytest.raises(HistoryTruncatedError):
+        run_until(blind, other, lambda rows: False)
+
+
+def run_until(
+    settings: DcbSettings,
+    projector: TagProjector,
+    done: Callable[[dict[str, dict]], bool],
+    timeout_s: float = 60,
+) -> bool:
+    """Run ``projector`` until its committed rows satisfy ``done``; what it raised, raised."""
     failure: list[BaseException] = []
     stop = threading.Event()
     port0 = settings.projections.model_copy(update={"http_port": 0})
@@ -231,7 +265,7 @@ def test_the_log_keeps_what_a_projection_has_yet_to_read_and_a_new_one_refuses_a
     def run() -> None:
         try:
             run_projections(
-                ProjectorRegistry([rosters]),
+                ProjectorRegistry([projector]),
                 settings.model_copy(update={"projections": port0}),
                 stop,
             )
@@ -240,7 +274,21 @@ def test_the_log_keeps_what_a_projection_has_yet_to_read_and_a_new_one_refuses_a
 
     runner = threading.Thread(target=run)
     runner.start()
-    runner.join(60)
-    stop.set()
-    runner.join(30)
-    assert failure and isinstance(failure[0], HistoryTruncatedError), failure
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not failure and time.monotonic() < deadline:
+            ready = runner.is_alive() and _has_rows_topic(settings, projector.id)
+            if ready and done(committed_rows(settings, projector.id)):
+                return True
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        runner.join(30)
+    if failure:
+        raise failure[0]
+    return False
+
+
+def _has_rows_topic(settings: DcbSettings, projection_id: str) -> bool:
+    topics = clients.admin(settings.kafka).list_topics(timeout=10).topics
+    return rows_topic(settings, projection_id) in topics

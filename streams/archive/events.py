@@ -1,0 +1,40 @@
+"""Archived history as committed events: what readers (the SDK, projections, audit) take
+from segments, and which services' history belongs to one partition of ``dcb.events``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from streams.archive.api import ArchiveStore, Segment, SegmentHeader
+from streams.codec import AvroCodec
+from streams.kafka.partitioner import key_partition
+from streams.model.records import CommittedEvent
+
+KEYS_PER_PAGE = 500
+
+
+def segment_events(segment: Segment, codec: AvroCodec) -> Iterator[tuple[CommittedEvent, bytes]]:
+    """A segment's events decoded, in order, each with its exact bytes."""
+    for value in segment.records:
+        yield CommittedEvent.from_avro(codec.decode(value, CommittedEvent.schema_name).value), value
+
+
+def archived_events(
+    store: ArchiveStore, key: str, codec: AvroCodec, from_suid: str | None = None
+) -> Iterator[tuple[SegmentHeader, CommittedEvent]]:
+    """Each archived event of ``key`` in SUID order (the segments overlapping
+    ``from_suid`` onwards), decoded, with its segment's header."""
+    for segment in store.read(key, from_suid=from_suid):
+        for event, _ in segment_events(segment, codec):
+            yield segment.header, event
+
+
+def keys_on_partition(store: ArchiveStore, partition: int, partitions: int) -> list[str]:
+    """The archived services whose events go to ``partition`` of ``partitions``."""
+    found, cursor = [], None
+    while True:
+        page = store.list_keys(cursor, KEYS_PER_PAGE)
+        found += [k for k in page.keys if key_partition(k.encode(), partitions) == partition]
+        if page.next_cursor is None:
+            return found
+        cursor = page.next_cursor
