@@ -54,6 +54,9 @@ class BrokerSettings(BaseModel):
         12, description="partitions of __consumer_offsets and __transaction_state"
     )
     start_timeout_s: float = 90.0
+    retention_check_interval_ms: int = Field(
+        300_000, description="how often the broker deletes segments past their retention"
+    )
 
     def resolved_data_dir(self) -> Path:
         return self.data_dir or self.cache_dir / f"broker-{self.port}"

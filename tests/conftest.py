@@ -40,6 +40,7 @@ def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> BrokerSettings:
         port=port,
         controller_port=controller_port,
         data_dir=tmp_path_factory.mktemp("broker"),
+        retention_check_interval_ms=1_000,  # the bounded-retention test waits for it
     )
 
 

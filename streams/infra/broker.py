@@ -216,6 +216,7 @@ class EmbeddedBroker:
                 # timeout, not ten (the readers of the partitions it wrote wait for it).
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
                 "min.insync.replicas=1",
+                f"log.retention.check.interval.ms={s.retention_check_interval_ms}",
                 "",
             ]
         )

@@ -46,6 +46,10 @@ RECORD_TYPES: dict[TopicRole, type[records.AvroRecord]] = {
 }
 
 _COMPACTED = {TopicRole.CERTIFICATES}
+# Kept until removed on purpose: the history (a broker's default retention, 7 days, would
+# delete events no archive holds; `dcb archive` is how the hot log gets shorter) and the
+# layout (it lives as long as the topics).
+_KEPT = {TopicRole.EVENTS, TopicRole.LAYOUT}
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ def topic_specs(settings: TopicSettings) -> list[TopicSpec]:
             partitions=partitions(role),
             replication_factor=settings.replication_factor,
             cleanup_policy="compact" if role in _COMPACTED else "delete",
-            retention_ms=-1 if role is TopicRole.LAYOUT else None,  # kept with the topics
+            retention_ms=-1 if role in _KEPT else None,
         )
         for role in TopicRole
     ]

@@ -6,7 +6,8 @@ COMMIT command keyed by the service and waits for the attempt's answer on
 in time (a worker died mid-way, say), it sends the same attempt once more: the ledger
 answers a known attempt id as it did the first time, with the same SUIDs, so the caller
 gets an answer rather than an unknown outcome. A committed attempt is answered in the
-same transaction that publishes its events, so a ``read`` after ``append`` sees them.
+same transaction that publishes its events, and a ``read`` after ``append`` waits until it
+holds them (the broker makes a transaction readable partition by partition).
 ``read`` folds ``dcb.events`` (certified events only, in SUID order) into a local,
 incrementally caught-up cache, and returns the head with the events.
 """
@@ -17,6 +18,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from datetime import UTC, datetime
@@ -53,7 +55,7 @@ from streams.reconcile.command import reconcile_command
 from streams.sdk.event_index import EventIndex, SequencedEvent
 from streams.sdk.events import Event, ReadResult
 from streams.sdk.shared_catch_up import SharedCatchUp
-from streams.sdk.tail import TopicTail
+from streams.sdk.tail import TailTimeoutError, TopicTail
 from streams.settings import DcbSettings
 from streams.subclasses import subclass_tree
 
@@ -206,6 +208,7 @@ class DcbClient:
         self._subject_prefix = self.settings.erasure.subject_prefix
         self._keys = keys
         self._certificate: Certificate | None = None
+        self._appended_through: str | None = None  # the greatest SUID this client committed
         self._tails: dict[TopicRole, TopicTail] = {}
         self._tails_lock = threading.Lock()
         self._index_lock = threading.Lock()  # the caches, filled by one catch-up at a time
@@ -266,6 +269,11 @@ class DcbClient:
             log.warning("no answer to attempt %s yet; sending it again", attempt.attempt_id)
             result = self._channel.request(command, attempt.attempt_id, self.timeout_s)
         if result.outcome == "COMMITTED":
+            if result.suids:
+                with self._index_lock:
+                    newest = max(result.suids)
+                    if self._appended_through is None or newest > self._appended_through:
+                        self._appended_through = newest
             return AppendResult(attempt_id=attempt.attempt_id, suids=result.suids)
         raise error_from(result.error or ErrorInfo(code="rejected", message="rejected"))
 
@@ -278,9 +286,30 @@ class DcbClient:
         SUID order, at most ``limit``; with the head to use as ``after`` in a condition.
         Threads reading at once share one catch-up (:mod:`streams.sdk.shared_catch_up`)."""
         self._events_read.wait()
+        self._await_own_appends()
         with self._index_lock:
             found, head = self._events.select(query, after, limit), self._events.head
         return ReadResult(self._opened(found), head)
+
+    def _await_own_appends(self) -> None:
+        """Read-your-writes. A commit's answer and its events are in one transaction, but
+        the broker writes its markers partition by partition: the answer can be readable
+        a moment before the events partition's end moves past the event. So a read waits
+        (catching up again) until it holds what this client's appends committed."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            with self._index_lock:
+                mine, head = self._appended_through, self._events.head
+            if mine is None or (head is not None and head >= mine):
+                return
+            if time.monotonic() > deadline:
+                raise TailTimeoutError(
+                    f"{self.service_id}: events up to {mine}, committed by this client, were "
+                    f"not readable within {self.timeout_s} s",
+                    service_id=self.service_id,
+                )
+            time.sleep(0.002)
+            self._events_read.wait()
 
     # --- sealed payloads (crypto-shredding) ------------------------------------------
 

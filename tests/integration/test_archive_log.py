@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from streams.archive import DirectoryArchive
 from streams.archive.history import history
@@ -228,15 +229,7 @@ def test_the_log_keeps_what_a_projection_has_yet_to_read_and_a_new_one_reads_the
         certified(client, later[-1])
 
     # A projection started now folds the archived history, then the log, in SUID order.
-    rosters = TagProjector(
-        id=f"late-{uuid.uuid4().hex[:6]}",
-        query=(QueryItem(tags=["course:c1"]),),
-        tag_prefix="course:",
-        fold=lambda row, event: {"n": row.get("n", 0) + 1, "last": event.position},
-    )
-    assert run_until(settings, rosters, lambda rows: any(r["n"] == 8 for r in rows.values()))
-    (row,) = committed_rows(settings, rosters.id).values()
-    assert row == {"n": 8, "last": later[-1]}
+    rosters = folds_whole(settings, "late", 8, later[-1])
 
     # Without the archive (another folder), the hole cannot be filled: it stops.
     elsewhere = settings.archive.model_copy(update={"dir": tmp_path / "empty-archive"})
@@ -249,6 +242,20 @@ def test_the_log_keeps_what_a_projection_has_yet_to_read_and_a_new_one_reads_the
     )
     with pytest.raises(HistoryTruncatedError):
         run_until(blind, other, lambda rows: False)
+
+
+def folds_whole(settings: DcbSettings, name: str, events: int, last: str) -> TagProjector:
+    """A new projection of course c1 whose one row counts ``events``, the last ``last``."""
+    rosters = TagProjector(
+        id=f"{name}-{uuid.uuid4().hex[:6]}",
+        query=(QueryItem(tags=["course:c1"]),),
+        tag_prefix="course:",
+        fold=lambda row, event: {"n": row.get("n", 0) + 1, "last": event.position},
+    )
+    assert run_until(settings, rosters, lambda rows: any(r["n"] == events for r in rows.values()))
+    (row,) = committed_rows(settings, rosters.id).values()
+    assert row == {"n": events, "last": last}
+    return rosters
 
 
 def run_until(
@@ -292,3 +299,52 @@ def run_until(
 def _has_rows_topic(settings: DcbSettings, projection_id: str) -> bool:
     topics = clients.admin(settings.kafka).list_topics(timeout=10).topics
     return rows_topic(settings, projection_id) in topics
+
+
+def set_events_config(settings: DcbSettings, **config: int) -> None:
+    """What an operator does to bound the hot log (``retention_ms``: the broker deletes
+    segments, the active one too, whose records are all older than that)."""
+    topic = topic_name(settings.topics, TopicRole.EVENTS)
+    entries = [
+        ConfigEntry(name.replace("_", "."), str(value), incremental_operation=AlterConfigOpType.SET)
+        for name, value in config.items()
+    ]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    admin = clients.admin(settings.kafka)  # must outlive its futures
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
+def test_the_brokers_retention_drops_archived_history_and_readers_fill_it_from_the_archive(
+    lifecycle_settings: DcbSettings, lifecycle_worker: WorkerProcess
+) -> None:
+    """Bounded retention on dcb.events deletes history behind dcb archive's back (here past
+    a projection's checkpoint, which dcb archive itself never cuts); readers then take
+    the dropped part from the archive."""
+    settings = lifecycle_settings
+    a, _, partition = neighbours(settings)
+    with DcbClient(service_id=a, settings=settings) as client:
+        first = subscribe(client, 6, "course:c1")
+        through = certified(client, first[-1])
+        original = raw(settings, partition)
+        _lagging_checkpoint(settings, partition, 0)  # dcb archive cuts nothing then
+        report = run_archive(settings, "--service", a, "--through", through)
+        assert report["events"] == 6 and report["dropped"] == 0
+        # Retention bounded until the six are gone (and lifted before anything new can age).
+        set_events_config(settings, retention_ms=3_000, segment_ms=500)
+        deadline = time.monotonic() + 60
+        while log_start(settings, partition) <= original[-1][0]:
+            assert time.monotonic() < deadline, "the broker's retention deleted nothing"
+            time.sleep(0.2)
+        set_events_config(settings, retention_ms=-1)
+        events = [Event("Subscribed", {"n": n}, ["course:c1", f"student:{n}"]) for n in (6, 7)]
+        later = client.append(events).suids
+        certified(client, later[-1])
+    kept = [o for o, _ in raw(settings, partition)]
+    assert kept and min(kept) > original[-1][0], kept
+
+    # A fresh client, the audit and a new projection see the whole history.
+    with DcbClient(service_id=a, settings=settings) as fresh:
+        assert [e.position for e in fresh.read()] == [*first, *later]
+    assert run_archive(settings, "audit", "--service", a)["archived_events"] == 6
+    folds_whole(settings, "kept", 8, later[-1])
