@@ -29,12 +29,17 @@ def archived_events(
             yield segment.header, event
 
 
-def keys_on_partition(store: ArchiveStore, partition: int, partitions: int) -> list[str]:
-    """The archived services whose events go to ``partition`` of ``partitions``."""
-    found, cursor = [], None
+def all_keys(store: ArchiveStore) -> Iterator[str]:
+    """Every archived service, in code-point order, a page at a time."""
+    cursor = None
     while True:
         page = store.list_keys(cursor, KEYS_PER_PAGE)
-        found += [k for k in page.keys if key_partition(k.encode(), partitions) == partition]
+        yield from page.keys
         if page.next_cursor is None:
-            return found
+            return
         cursor = page.next_cursor
+
+
+def keys_on_partition(store: ArchiveStore, partition: int, partitions: int) -> list[str]:
+    """The archived services whose events go to ``partition`` of ``partitions``."""
+    return [k for k in all_keys(store) if key_partition(k.encode(), partitions) == partition]

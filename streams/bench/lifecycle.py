@@ -1,11 +1,13 @@
 """The log lifecycle on a real broker and worker: reading across the archive boundary,
 and what sealing a subject's payloads adds to an append.
 
-- A service's history read by a fresh client (its first read catches up from nothing):
-  all of it in the hot log, then with its older half archived and cut from the log.
+- Two services with histories of the same size on different partitions, one all in the
+  hot log, the other with its older half archived and cut from the log; each read by
+  fresh clients (a first read catches up from nothing), the two alternating, the median
+  of a few reads each.
 - One writer appending one event at a time, two tags each, with and without a subject
-  tag (sealed under the subject's key), the two kinds interleaved so that drift on a
-  noisy machine falls on both alike.
+  tag (sealed under the subject's key; ten subjects, so keys are mostly known already),
+  the two kinds interleaved so that drift on a noisy machine falls on both alike.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from statistics import median
 
 from pydantic import BaseModel
 
@@ -23,6 +26,7 @@ from streams.bench.stats import percentile
 from streams.demo.courses import new_event
 from streams.infra.worker_process import WorkerProcess
 from streams.kafka import clients
+from streams.kafka.partitioner import key_partition
 from streams.kafka.topic_admin import ensure_topics
 from streams.kafka.topic_catalog import topic_specs
 from streams.sdk import DcbClient
@@ -30,6 +34,8 @@ from streams.settings import DcbSettings
 
 SUBJECT_PREFIX = "user:"
 BATCH = 100  # events per append while the history is written
+READS = 3  # fresh-client reads of each history
+SUBJECTS = 10
 
 
 class LifecyclePlan(BaseModel):
@@ -68,19 +74,37 @@ def _first_read_s(settings: DcbSettings, service: str, expect: int) -> float:
     return took
 
 
-def _boundary(settings: DcbSettings, plan: LifecyclePlan) -> BoundaryRead:
-    service = f"hist-{uuid.uuid4().hex[:6]}"
+def _history(settings: DcbSettings, service: str, events: int) -> str:
+    """``events`` events of ``service``; the position of the middle one."""
     with DcbClient(service_id=service, settings=settings) as client:
-        for n in range(0, plan.events, BATCH):
-            size = min(BATCH, plan.events - n)
-            events = [new_event("Noted", {"n": str(n + i)}, f"note:{n + i}") for i in range(size)]
-            client.append(events)
-        history = client.read()
-        middle = history[len(history) // 2 - 1].position
-    hot = _first_read_s(settings, service, plan.events)
-    report = archive_service(settings, open_archive(settings), service, middle)
+        for n in range(0, events, BATCH):
+            size = min(BATCH, events - n)
+            batch = [new_event("Noted", {"n": str(n + i)}, f"note:{n + i}") for i in range(size)]
+            client.append(batch)
+        return client.read()[events // 2 - 1].position
+
+
+def _apart(settings: DcbSettings) -> tuple[str, str]:
+    """Two services whose events go to different partitions of ``dcb.events``."""
+    first = f"hot-{uuid.uuid4().hex[:6]}"
+    while True:
+        other = f"cut-{uuid.uuid4().hex[:6]}"
+        partitions = settings.topics.partitions
+        if key_partition(other.encode(), partitions) != key_partition(first.encode(), partitions):
+            return first, other
+
+
+def _boundary(settings: DcbSettings, plan: LifecyclePlan) -> BoundaryRead:
+    hot_service, cut_service = _apart(settings)
+    _history(settings, hot_service, plan.events)
+    middle = _history(settings, cut_service, plan.events)
+    report = archive_service(settings, open_archive(settings), cut_service, middle)
     assert report.dropped > 0, f"the log was not cut: {report.held_back_by}"
-    across = _first_read_s(settings, service, plan.events)
+    reads: dict[str, list[float]] = {hot_service: [], cut_service: []}
+    for _ in range(READS):
+        for service, took in reads.items():
+            took.append(_first_read_s(settings, service, plan.events))
+    hot, across = median(reads[hot_service]), median(reads[cut_service])
     archived = plan.events // 2
     return BoundaryRead(
         events=plan.events,
@@ -97,7 +121,7 @@ def _appends(settings: DcbSettings, plan: LifecyclePlan) -> SealedAppends:
     with DcbClient(service_id=f"seal-{uuid.uuid4().hex[:6]}", settings=settings) as client:
         for n in range(plan.appends):
             for sealed in (n % 2 == 0, n % 2 == 1):  # both kinds, in alternating order
-                who = f"{SUBJECT_PREFIX}{n}" if sealed else f"student:{n}"
+                who = f"{SUBJECT_PREFIX if sealed else 'student:'}{n % SUBJECTS}"
                 event = new_event("Subscribed", {"name": "x" * 120}, f"course:c{n % 10}", who)
                 t0 = time.perf_counter()
                 client.append([event])

@@ -29,7 +29,8 @@ def erase(
         asdict(report),
         lambda: console.print(
             f"{report.subject}: key {'destroyed' if report.key_destroyed else 'already gone'}; "
-            f"{report.unreadable_events} event(s) in the hot log (dcb.events) are now unreadable"
+            f"{report.unreadable_events} event(s) are now unreadable ({report.archived_events} "
+            "of them in the archive)"
             + (f" (services: {', '.join(report.services)})" if report.services else "")
         ),
     )

@@ -170,3 +170,11 @@ def test_erasing_a_subject_under_load(
         audit = dcb("archive", "audit", "--service", service, "--json", env=lifecycle_env(sealed))
         assert audit.exit_code == 0, audit.stderr
         assert json.loads(audit.stdout)["archived_events"] == json.loads(archived.stdout)["events"]
+
+        # What the log dropped (archived) still counts: an erasure reports each event once,
+        # from the log or the archive.
+        assert json.loads(archived.stdout)["dropped"] > 0
+        recount = dcb("erase", "--subject", ERASED, "--json", env=lifecycle_env(sealed))
+        recounted = json.loads(recount.stdout)
+        assert recounted["unreadable_events"] == len(written[ERASED])
+        assert 0 < recounted["archived_events"] <= len(written[ERASED])

@@ -79,10 +79,14 @@ def test_a_restore_waits_for_a_transaction_still_open_on_its_changelog(
     still_open.flush(10)
     started = time.monotonic()
     with pytest.raises(WorkerStalledError) as stalled:
-        changelog.restore(bootstrap_servers, [(topic, 0)], stall_timeout_s=3)
+        changelog.restore(
+            bootstrap_servers, f"{topic_prefix}restore", [(topic, 0)], stall_timeout_s=3
+        )
     assert time.monotonic() - started >= 3 and stalled.value.code == "worker_stalled"
     still_open.commit_transaction(10)
-    rows = changelog.restore(bootstrap_servers, [(topic, 0)], stall_timeout_s=10)
+    rows = changelog.restore(
+        bootstrap_servers, f"{topic_prefix}restore", [(topic, 0)], stall_timeout_s=10
+    )
     assert rows == {(topic, 0): {"a": b"1", "b": b"2"}}
 
 
