@@ -1,5 +1,5 @@
-"""Archived history as committed events: what readers (the SDK, projections, audit) take
-from segments, and which services' history belongs to one partition of ``dcb.events``."""
+"""Archived history as committed events: what readers (the SDK, projections, audit, erase)
+take from segments, and the archived services, a page at a time."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 from streams.archive.api import ArchiveStore, Segment, SegmentHeader
 from streams.codec import AvroCodec
-from streams.kafka.partitioner import key_partition
 from streams.model.records import CommittedEvent
 
 KEYS_PER_PAGE = 500
@@ -16,7 +15,7 @@ KEYS_PER_PAGE = 500
 def segment_events(segment: Segment, codec: AvroCodec) -> Iterator[tuple[CommittedEvent, bytes]]:
     """A segment's events decoded, in order, each with its exact bytes."""
     for value in segment.records:
-        yield CommittedEvent.from_avro(codec.decode(value, CommittedEvent.schema_name).value), value
+        yield CommittedEvent.from_bytes(codec, value), value
 
 
 def archived_events(
@@ -38,8 +37,3 @@ def all_keys(store: ArchiveStore) -> Iterator[str]:
         if page.next_cursor is None:
             return
         cursor = page.next_cursor
-
-
-def keys_on_partition(store: ArchiveStore, partition: int, partitions: int) -> list[str]:
-    """The archived services whose events go to ``partition`` of ``partitions``."""
-    return [k for k in all_keys(store) if key_partition(k.encode(), partitions) == partition]

@@ -75,7 +75,7 @@ def read_partition(settings: DcbSettings, service: str) -> Partition:
 
     def keep(message: Message) -> None:
         value = message.value() or b""
-        event = CommittedEvent.from_avro(codec.decode(value, CommittedEvent.schema_name).value)
+        event = CommittedEvent.from_bytes(codec, value)
         records.append(
             LogRecord(
                 message.offset() or 0,
@@ -101,7 +101,7 @@ def newest_certificate(settings: DcbSettings, service: str) -> Certificate | Non
     newest: list[Certificate] = []
 
     def keep(message: Message) -> None:
-        cert = Certificate.from_avro(codec.decode(message.value(), Certificate.schema_name).value)
+        cert = Certificate.from_bytes(codec, message.value())
         if cert.service_id == service:
             newest[:] = [cert]
 

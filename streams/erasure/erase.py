@@ -44,11 +44,7 @@ def erase(
         return True
 
     def tally_message(message: Message) -> None:
-        tally(
-            CommittedEvent.from_avro(
-                codec.decode(message.value(), CommittedEvent.schema_name).value
-            )
-        )
+        tally(CommittedEvent.from_bytes(codec, message.value()))
 
     tail = TopicTail(settings.kafka, topic_name(settings.topics, TopicRole.EVENTS))
     try:

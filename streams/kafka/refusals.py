@@ -50,9 +50,9 @@ def unreachable(brokers: Brokers, exc: KafkaException, what: str) -> DcbError:
             probe.list_topics(timeout=LOGIN_PROBE_S)
         except KafkaException:
             deadline = time.monotonic() + LOGIN_PROBE_S
+            why = f"{what} (logging in as {kafka.username})"
             while time.monotonic() < deadline:
                 probe.poll(0.2)  # serves the error callback
-                why = f"{what} (logging in as {kafka.username})"
                 if refused := next(filter(None, (refusal(e, why) for e in heard)), None):
                     return refused
     return KafkaUnavailableError(f"{what}: {exc}", bootstrap_servers=kafka.bootstrap_servers)

@@ -102,7 +102,7 @@ class WorkerMetrics:
                 self.dead_letters.inc(n)
 
     def _certificate(self, value: bytes) -> None:
-        c = Certificate.from_avro(self.codec.decode(value, Certificate.schema_name).value)
+        c = Certificate.from_bytes(self.codec, value)
         self.unresolved.labels(c.service_id).set(c.unresolved_count)
         if c.closed_prefix_suid is not None:
             waited = ticks(c.generated_at) - suid_ticks(c.closed_prefix_suid)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, ClassVar, Literal, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from streams.errors import DcbError
 from streams.subclasses import subclass_tree
+
+if TYPE_CHECKING:
+    from streams.codec import AvroCodec
 
 
 class AvroRecord(BaseModel):
@@ -36,6 +39,11 @@ class AvroRecord(BaseModel):
     @classmethod
     def from_avro(cls, value: dict[str, Any]) -> Self:
         return cls.model_validate(value)
+
+    @classmethod
+    def from_bytes(cls, codec: AvroCodec, data: bytes | None) -> Self:
+        """A record read from its encoded bytes (any other schema's bytes are refused)."""
+        return cls.from_avro(codec.decode(data, cls.schema_name).value)
 
 
 class QueryItem(AvroRecord):

@@ -22,6 +22,7 @@ import signal
 import threading
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -39,12 +40,13 @@ from confluent_kafka import (
 )
 
 from streams.archive import open_archive
-from streams.archive.events import archived_events, keys_on_partition
+from streams.archive.events import all_keys, archived_events
 from streams.codec import codec_from_settings
 from streams.erasure import open_key_store
 from streams.erasure.opener import KeyLookup, open_event
 from streams.errors import CodecError
 from streams.kafka import clients
+from streams.kafka.partitioner import key_partition
 from streams.kafka.topic_admin import ensure_topics
 from streams.kafka.topic_catalog import TopicLayout, TopicRole, topic_name
 from streams.model.records import Certificate, CommittedEvent
@@ -288,45 +290,49 @@ class ProjectionRunner:
         the gate drops what it applied already."""
         topic = self.events_topic
         partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        starts = {}
-        for p in partitions:
-            at = offsets.get(p, 0)
-            low, _ = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            if at < low:
-                self._offer_archived(core, p, len(partitions), low)
-                at = low
-            starts[p] = at
-        return starts
+        lows = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0]
+            for p in partitions
+        }
+        dropped = {p: low for p, low in lows.items() if offsets.get(p, 0) < low}
+        if dropped:
+            self._offer_archived(core, dropped, len(partitions))
+        return {p: max(offsets.get(p, 0), low) for p, low in lows.items()}
 
     def _offer_archived(
-        self, core: ProjectionCore, partition: int, partitions: int, low: int
+        self, core: ProjectionCore, dropped: dict[int, int], partitions: int
     ) -> None:
+        """Offer the archived events of each partition in ``dropped`` (partition: log start)
+        as if read just below the log start."""
         store = open_archive(self.settings)
-        services = keys_on_partition(store, partition, partitions)
-        if not services:
-            raise HistoryTruncatedError(
-                f"projection {self.projector.id}: {self.events_topic}[{partition}] dropped the "
-                f"records below offset {low} and the archive holds no history of that "
-                "partition's services (dropped by retention before dcb archive took them?)",
-                projection_id=self.projector.id,
-                partition=partition,
-            )
+        services: defaultdict[int, list[str]] = defaultdict(list)
+        for key in all_keys(store):  # listed once for every partition
+            services[key_partition(key.encode(), partitions)].append(key)
         lookup = KeyLookup(lambda: self._keys)
-        offered = 0
-        for service in services:
-            for _, record in archived_events(store, service, self.codec):
-                core.offer_event(_opened(record, lookup), partition, low - 1)
-                offered += 1
-        log.info(
-            "projection %s: %s[%d] starts at offset %d; %d archived events of %d service(s) "
-            "offered from the archive",
-            self.projector.id,
-            self.events_topic,
-            partition,
-            low,
-            offered,
-            len(services),
-        )
+        for partition, low in dropped.items():
+            if not services[partition]:
+                raise HistoryTruncatedError(
+                    f"projection {self.projector.id}: {self.events_topic}[{partition}] dropped "
+                    f"the records below offset {low} and the archive holds no history of that "
+                    "partition's services (dropped by retention before dcb archive took them?)",
+                    projection_id=self.projector.id,
+                    partition=partition,
+                )
+            offered = 0
+            for service in services[partition]:
+                for _, record in archived_events(store, service, self.codec):
+                    core.offer_event(_opened(record, lookup), partition, low - 1)
+                    offered += 1
+            log.info(
+                "projection %s: %s[%d] starts at offset %d; %d archived events of %d "
+                "service(s) offered from the archive",
+                self.projector.id,
+                self.events_topic,
+                partition,
+                low,
+                offered,
+                len(services[partition]),
+            )
 
     def poll(self, timeout_s: float = 0.2) -> Observation:
         """Read what is there, run one pass, commit it; the poll's one outcome."""
@@ -392,9 +398,7 @@ class ProjectionRunner:
             if topic == self.checkpoints_topic:
                 self._check_owner(message)
             elif topic == self.events_topic:
-                record = CommittedEvent.from_avro(
-                    self.codec.decode(message.value(), CommittedEvent.schema_name).value
-                )
+                record = CommittedEvent.from_bytes(self.codec, message.value())
                 self.core.offer_event(_opened(record, lookup), partition, offset)
             else:
                 self._certificate(message, partition, offset)

@@ -385,18 +385,14 @@ class DcbClient:
                 self._archived_through = header.through_suid
 
     def _fold(self, message: Message) -> None:
-        record = CommittedEvent.from_avro(
-            self.codec.decode(message.value(), CommittedEvent.schema_name).value
-        )
+        record = CommittedEvent.from_bytes(self.codec, message.value())
         archived = self._archived_through is not None and record.suid <= self._archived_through
         if record.service_id == self.service_id and not archived:
             with self._index_lock:
                 self._events.add(SequencedEvent(position=record.suid, event=record.event))
 
     def _keep(self, message: Message) -> None:
-        record = Certificate.from_avro(
-            self.codec.decode(message.value(), Certificate.schema_name).value
-        )
+        record = Certificate.from_bytes(self.codec, message.value())
         if record.service_id == self.service_id:
             with self._index_lock:
                 self._certificate = record
