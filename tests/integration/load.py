@@ -9,6 +9,7 @@ was in flight, and an oracle can compare the log with what was acknowledged.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import random
@@ -90,7 +91,9 @@ class Subscriptions:
     """``writers`` threads, each subscribing students to courses until it has made
     ``per_writer`` decisions or is told to :meth:`stop`, over the ``clients``' services
     (each its own courses). Writers pick among ``courses`` open courses and ``students``
-    students with room: full ones give way to new ones, so the work never runs out."""
+    students with room: full ones give way to new ones, so the work never runs out.
+    Loads over one service that must not meet each other's seats take distinct ``names``
+    (a prefix of their course and student names)."""
 
     def __init__(
         self,
@@ -100,10 +103,11 @@ class Subscriptions:
         courses: int = 10,
         students: int = 40,
         seed: int = 7,
+        names: str = "",
     ) -> None:
         self.clients = list(clients)
-        self.courses = Roster("c", courses)
-        self.students = Roster("s", students)
+        self.courses = Roster(f"{names}c", courses)
+        self.students = Roster(f"{names}s", students)
         self.appends: list[Append] = []
         self.errors: list[BaseException] = []
         self._lock = threading.Lock()
@@ -185,6 +189,11 @@ class Subscriptions:
     def committed(self) -> list[Append]:
         with self._lock:
             return [a for a in self.appends if a.outcome == "committed"]
+
+    def outcomes(self) -> dict[str, int]:
+        """How many appends ended each way: what an assertion on them should print."""
+        with self._lock:
+            return dict(collections.Counter(a.outcome for a in self.appends))
 
     def wait_for(self, committed: int, timeout_s: float = 120) -> int:
         deadline = time.monotonic() + timeout_s

@@ -128,7 +128,9 @@ def test_kill_9_during_a_large_batch_hides_all_of_it_and_answers_all_of_it(
     try:
         loads: list[Subscriptions] = []
         for attempt in range(4):
-            load = Subscriptions(clients_, writers=200, per_writer=1, courses=40, students=200)
+            load = Subscriptions(  # its own courses: the seats of the last try are taken
+                clients_, writers=200, per_writer=1, courses=40, students=200, names=f"t{attempt}"
+            )
             loads.append(load)
             sent = 200 * (attempt + 1)
             wait_until(lambda: records_on(bootstrap, commands) >= sent, 60, "not all sent")  # noqa: B023
@@ -145,7 +147,10 @@ def test_kill_9_during_a_large_batch_hides_all_of_it_and_answers_all_of_it(
     finally:
         close(clients_)
         worker.stop()
-    assert len(load.committed()) >= 150, "the batch was not committed after the restart"
+    outcomes = load.outcomes()
+    assert outcomes.get("unanswered", 0) == 0, f"attempts left unanswered: {outcomes}"
+    # 200 picks of 40 courses of 5 seats fill >= 146 seats in 20,000 simulated draws
+    assert len(load.committed()) >= 140, f"the batch was not committed: {outcomes}"
     check_subscriptions(committed_events(settings), *loads)
     assert dead_letters(settings) == []
 
