@@ -21,6 +21,8 @@ from streams.kafka.end_offsets import EndOffsets
 from streams.kafka.partitioner import key_partition
 from streams.kafka.refusals import refusal, unreachable
 
+_BATCH = 500  # records taken per call at most
+
 
 class TailTimeoutError(DcbError):
     """The topic's committed end could not be reached in time (an open transaction?)."""
@@ -137,9 +139,19 @@ class TopicTail:
         return {p: end for (_, p), end in ends.items()}
 
     def poll(self, handle: Callable[[Message], None], timeout_s: float) -> int:
-        message = self.consumer.poll(timeout_s)
-        if message is None:
-            return 0
+        """Hand ``handle`` what is ready, waiting up to ``timeout_s`` for a first record;
+        how many records it got. One call takes a batch: each call into librdkafka lets
+        go of the GIL, and a thread of a busy process (a client shared by hundreds of
+        writer threads) waits its turn to take it back, so a record per call lagged."""
+        handled = 0
+        for message in clients.take_ready(self.consumer, _BATCH, timeout_s):
+            outcome = self._take(message, handle)
+            if outcome is None:  # the consumer was assigned afresh: the rest comes again
+                break
+            handled += outcome
+        return handled
+
+    def _take(self, message: Message, handle: Callable[[Message], None]) -> int | None:
         error = message.error()
         partition, offset = message.partition() or 0, message.offset() or 0
         if error is not None:
@@ -148,7 +160,7 @@ class TopicTail:
                 return 0
             if error.code() == KafkaError._AUTO_OFFSET_RESET and self.on_truncated is not None:
                 self._resume_at_log_start(partition)
-                return 0
+                return None
             refused = refusal(error, f"reading {self.topic}")
             if refused is not None:
                 raise refused
