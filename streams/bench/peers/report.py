@@ -16,18 +16,20 @@ def markdown(report: PeerBenchReport) -> str:
         f"({m['platform']}, Python {m['python']}); per system first a "
         f"{report.plan.warm_pass_s:g} s warm pass at {max(report.plan.writers)} writers (not "
         f"reported), then {report.plan.warmup_s:g} s warm-up and "
-        f"{report.plan.measure_s:g} s measured per row. Latencies in ms; CPU is the "
-        "server processes' share of one core.",
+        f"{report.plan.measure_s:g} s measured per row. Latencies in ms; server CPU is the "
+        "server processes' share of one core, client CPU the bench process's (its writers "
+        "and the system's client library).",
         "",
         "| system | writers | appends/s | condition failures/s | no/s | append p50 / p99 "
-        "| command p50 / p99 | server CPU | errors |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| command p50 / p99 | server CPU | client CPU | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in report.scenarios:
         lines.append(
             f"| {s.system} | {s.writers} | {s.appends_per_s:g} | {s.condition_failures_per_s:g} "
             f"| {s.no_per_s:g} | {s.append_p50_ms:g} / {s.append_p99_ms:g} "
-            f"| {s.command_p50_ms:g} / {s.command_p99_ms:g} | {s.server_cpu_pct:g}% | {s.errors} |"
+            f"| {s.command_p50_ms:g} / {s.command_p99_ms:g} | {s.server_cpu_pct:g}% "
+            f"| {s.client_cpu_pct:g}% | {s.errors} |"
         )
     lines += ["", "| system | durability of an acknowledged append | events in log | oracle |"]
     lines += ["|---|---|---|---|"]

@@ -49,6 +49,8 @@ class PeerScenario(BaseModel):
     server_cpu_pct: float  # of one core
     errors: int
     rounds: int
+    # this process: the writers, the workload's decisions and the system's client library
+    client_cpu_pct: float = 0.0  # of one core
 
 
 @dataclass
@@ -143,7 +145,7 @@ def run_scenario(
     threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(writers)]
     for thread in threads:
         thread.start()
-    cpu = _sample_cpu(system, window, tick, on_window)
+    cpu, client_cpu = _sample_cpu(system, window, tick, on_window)
     for thread in threads:
         thread.join(120)
     for store in stores:
@@ -165,6 +167,7 @@ def run_scenario(
         command_p50_ms=round(percentile(commands, 50), 1),
         command_p99_ms=round(percentile(commands, 99), 1),
         server_cpu_pct=round(cpu / measure_s * 100, 1),
+        client_cpu_pct=round(client_cpu / measure_s * 100, 1),
         errors=sum(t.errors for t in tallies),
         rounds=rounds.current + 1,
     )
@@ -175,17 +178,20 @@ def _sample_cpu(
     window: tuple[float, float],
     tick: Callable[[float], None],
     on_window: Callable[[], None] | None,
-) -> float:
-    """Server CPU seconds spent inside the window, ticking the progress bar meanwhile;
-    ``on_window`` is called as the window opens."""
+) -> tuple[float, float]:
+    """Server and client (this process's) CPU seconds spent inside the window, ticking
+    the progress bar meanwhile; ``on_window`` is called as the window opens."""
     before: float | None = None
+    client_before = time.process_time()
     last = time.perf_counter()
     while (now := time.perf_counter()) < window[1]:
         if before is None and now >= window[0]:
             before = cpu_seconds(system.server_pids())
+            client_before = time.process_time()
             if on_window is not None:
                 on_window()
         time.sleep(min(0.25, max(0.0, window[1] - now)))
         tick(time.perf_counter() - last)
         last = time.perf_counter()
-    return cpu_seconds(system.server_pids()) - (before or 0.0)
+    server = cpu_seconds(system.server_pids()) - (before or 0.0)
+    return server, time.process_time() - client_before
