@@ -20,6 +20,7 @@ from fastavro.validation import ValidationError, validate
 
 from streams.codec.catalog import SchemaCatalog, SchemaEntry
 from streams.codec.registry import SchemaRegistryClient
+from streams.codec.union_branches import Namer, branch_namer
 from streams.errors import (
     InvalidRecordError,
     MalformedRecordError,
@@ -50,6 +51,7 @@ class AvroCodec:
     ) -> None:
         self.catalog = catalog
         self.registry = registry
+        self._namers: dict[str, Namer | None] = {}
 
     # --- encode --------------------------------------------------------------
     def encode(self, schema_name: str, record: dict[str, Any], *, check: bool = True) -> bytes:
@@ -57,11 +59,14 @@ class AvroCodec:
 
         ``check=False`` is for what a record model of this schema has just dumped
         (``AvroRecord.to_avro``), the processors' hot path: the check is two thirds of
-        the cost, and for model dumps it changes nothing (a property test shows it).
+        the cost, and for model dumps it changes nothing (a property test shows it); such
+        a record's union values are written with their branch named (:mod:`.union_branches`).
         """
         entry = self.catalog.get(schema_name)
         if check:
             self._check(entry, schema_name, record)
+        elif (namer := self._namer(entry)) is not None:
+            record = namer(record)
         buf = io.BytesIO()
         buf.write(self._header(entry))
         schemaless_writer(buf, entry.parsed, record)
@@ -81,6 +86,11 @@ class AvroCodec:
                 schema=schema_name,
                 unknownFields=unknown,
             )
+
+    def _namer(self, entry: SchemaEntry) -> Namer | None:
+        if entry.name not in self._namers:
+            self._namers[entry.name] = branch_namer(entry.parsed, entry.named_types)
+        return self._namers[entry.name]
 
     def _header(self, entry: SchemaEntry) -> bytes:
         if self.registry is None:
