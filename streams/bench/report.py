@@ -60,12 +60,20 @@ def rate_and_p99_plot(
     p99_axis: tuple[str, str],
     p99_target_ms: float,
     draw: Callable[[Any, Any], None],
+    extra: tuple[tuple[str, str], Callable[[Any], None]] | None = None,
 ) -> Path:
-    """Two panels against writers; ``draw(rate_ax, p99_ax)`` plots the lines."""
+    """Two panels against writers; ``draw(rate_ax, p99_ax)`` plots the lines; ``extra``, a
+    third panel's (title, unit) and what draws on it."""
     plt = _pyplot()
-    fig, (rate, p99) = plt.subplots(1, 2, figsize=(12, 4.8))
+    panels = 2 if extra is None else 3
+    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4.8))
+    rate, p99 = axes[0], axes[1]
     draw(rate, p99)
-    for ax, (name, unit) in ((rate, rate_axis), (p99, p99_axis)):
+    titled = [(rate, rate_axis), (p99, p99_axis)]
+    if extra is not None:
+        extra[1](axes[2])
+        titled.append((axes[2], extra[0]))
+    for ax, (name, unit) in titled:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("concurrent writers")

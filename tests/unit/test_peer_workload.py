@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from streams.bench.peers.api import Event, PeerSystem, Sequenced
 from streams.bench.peers.bench import PeerBenchReport, PeerPlan, SystemRun, ratios
-from streams.bench.peers.report import markdown, write_plot
+from streams.bench.peers.report import cpu_per_command, markdown, write_plot
 from streams.bench.peers.runner import PeerScenario, run_scenario
 from streams.bench.peers.workload import (
     COURSE_DEFINED,
@@ -124,7 +124,14 @@ def _scenario(system: str, writers: int, rate: float) -> PeerScenario:
         server_cpu_pct=50,
         errors=0,
         rounds=1,
+        client_cpu_pct=30,
     )
+
+
+def test_cpu_per_command_adds_servers_and_client_over_every_command() -> None:
+    row = _scenario("umadb", 8, 600).model_copy(update={"no_per_s": 200})
+    assert cpu_per_command(row) == pytest.approx(1.0)  # 0.8 of a core over 800 commands/s
+    assert cpu_per_command(row.model_copy(update={"client_cpu_pct": 0})) == 0  # unmeasured
 
 
 def test_ratios_divide_ours_by_each_peer_at_the_same_writer_count() -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from streams.bench.peers.bench import PeerBenchReport
+from streams.bench.peers.runner import PeerScenario
 from streams.bench.report import rate_and_p99_plot
 
 
@@ -90,6 +91,15 @@ def write_plot(report: PeerBenchReport, out_dir: Path) -> Path:
                 rate.plot(writers, appends, marker="o", label=run.name)
                 p99.plot(writers, [s.command_p99_ms for s in rows], marker="o", label=run.name)
 
+    def draw_cpu(cpu: Any) -> None:
+        for run in report.systems:
+            rows = sorted(
+                (s for s in report.scenarios if s.system == run.name and cpu_per_command(s)),
+                key=lambda s: s.writers,
+            )
+            if rows:
+                cpu.plot([s.writers for s in rows], [cpu_per_command(s) for s in rows], marker="o")
+
     m = report.machine
     return rate_and_p99_plot(
         out_dir / "peers.png",
@@ -98,4 +108,13 @@ def write_plot(report: PeerBenchReport, out_dir: Path) -> Path:
         ("p99 of a read-decide-append command", "ms"),
         100,
         draw,
+        (("CPU per command, servers and client", "ms"), draw_cpu),
     )
+
+
+def cpu_per_command(s: PeerScenario) -> float:
+    """Milliseconds of CPU (servers and client together) per command; 0 when unmeasured."""
+    commands = s.appends_per_s + s.condition_failures_per_s + s.no_per_s
+    if not commands or not s.client_cpu_pct:
+        return 0.0
+    return (s.server_cpu_pct + s.client_cpu_pct) * 10 / commands
