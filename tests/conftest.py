@@ -25,7 +25,7 @@ def _docker_engine_answers() -> bool:
     try:
         import docker
 
-        docker.from_env(timeout=3).ping()
+        docker.from_env(timeout=3).ping()  # type: ignore[attr-defined]  # untyped package
     except Exception:
         return False
     return True

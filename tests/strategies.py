@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Literal
 
 from hypothesis import strategies as st
 
 from streams.model import records as r
 
-texts = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40)
+SURROGATES: tuple[Literal["Cs"]] = ("Cs",)  # not text: UTF-8 cannot hold them
+texts = st.text(alphabet=st.characters(exclude_categories=SURROGATES), max_size=40)
 ids = st.uuids().map(str)
 longs = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 ints = st.integers(min_value=-(2**31), max_value=2**31 - 1)

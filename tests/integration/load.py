@@ -75,7 +75,8 @@ class Roster:
     def pick(self, service: str, rng: random.Random) -> str:
         with self._lock:
             full = self._full.setdefault(service, set())
-            candidates, n = [], 0
+            candidates: list[int] = []
+            n = 0
             while len(candidates) < self.window:
                 if n not in full:
                     candidates.append(n)

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -98,7 +99,7 @@ def raw(settings: DcbSettings, partition: int) -> list[tuple[int, bytes]]:
     ]
 
 
-def run_archive(settings: DcbSettings, *args: str, crash: bool = False) -> dict:
+def run_archive(settings: DcbSettings, *args: str, crash: bool = False) -> dict[str, Any]:
     env = lifecycle_env(settings)
     if crash:
         env["DCB_ARCHIVE__CRASH_AT"] = "after-append"
@@ -107,7 +108,8 @@ def run_archive(settings: DcbSettings, *args: str, crash: bool = False) -> dict:
         assert done.exit_code == 70, done.stderr
         return {}
     assert done.exit_code == 0, done.stderr + done.stdout
-    return json.loads(done.stdout)
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
 
 
 def test_archive_truncate_and_read_across_the_boundary(
@@ -261,7 +263,7 @@ def folds_whole(settings: DcbSettings, name: str, events: int, last: str) -> Tag
 def run_until(
     settings: DcbSettings,
     projector: TagProjector,
-    done: Callable[[dict[str, dict]], bool],
+    done: Callable[[dict[str, dict[str, Any]]], bool],
     timeout_s: float = 60,
 ) -> bool:
     """Run ``projector`` until its committed rows satisfy ``done``; what it raised, raised."""

@@ -459,7 +459,7 @@ def test_attempts_queued_in_one_batch_conflict_exactly_as_if_they_came_one_by_on
 
 # The records of the first protocol (one target per record), as a worker of that version
 # wrote them: their schemas are not in this version's catalog.
-OLD_DELIVERY = {
+OLD_DELIVERY: dict[str, object] = {
     "type": "record",
     "name": "TagDelivery",
     "namespace": "dcb.streams",

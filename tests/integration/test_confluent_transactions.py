@@ -7,14 +7,15 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from streams.codec import AvroCodec
 from streams.errors import CodecError
 from streams.kafka import clients
+from streams.kafka.partitioner import key_partition
 from streams.kafka.topic_admin import ensure_topics
-from streams.kafka.topic_catalog import RECORD_TYPES, key_partition, topic_specs
-from streams.model.records import CommitResult
+from streams.kafka.topic_catalog import RECORD_TYPES, topic_specs
+from streams.model.records import Command, CommitResult
 from streams.settings import DcbSettings
 from tests.integration.kafka_helpers import create_topic, produce_all, read_all
 from tests.strategies import samples
@@ -150,8 +151,8 @@ def test_consumer_group_splits_partitions_and_resumes_from_committed_offsets(
         for name, consumer in (("a", a), ("b", b)):
             msg = consumer.poll(0.2)
             if msg is not None and not msg.error():
-                seen[name].append(msg.value())
-                consumer.commit(msg, asynchronous=False)
+                seen[name].append(msg.value() or b"")
+                consumer.commit(message=msg, asynchronous=False)
     parts_a = {tp.partition for tp in a.assignment()}
     parts_b = {tp.partition for tp in b.assignment()}
     assert parts_a and parts_b, "both members got partitions"
@@ -166,8 +167,8 @@ def test_consumer_group_splits_partitions_and_resumes_from_committed_offsets(
     while len(resumed) < len(second_batch) and time.monotonic() < deadline:
         msg = b.poll(0.2)
         if msg is not None and not msg.error():
-            resumed.append(msg.value())
-            b.commit(msg, asynchronous=False)
+            resumed.append(msg.value() or b"")
+            b.commit(message=msg, asynchronous=False)
     extra = b.poll(2.0)
     assert {tp.partition for tp in b.assignment()} == {0, 1, 2, 3}
     assert sorted(resumed) == sorted(v for _, v in second_batch), "nothing re-read, none lost"
@@ -193,6 +194,7 @@ def test_wrong_schema_bytes_on_a_topic_give_typed_errors(
     ensure_topics(clients.admin(bootstrap), list(specs.values()))
     commands = specs["commands"]
     command, certificate = samples()[0], samples()[6]
+    assert isinstance(command, Command)
     produce_all(
         bootstrap,
         commands.name,
@@ -204,7 +206,8 @@ def test_wrong_schema_bytes_on_a_topic_give_typed_errors(
         ],
     )
     outcomes: list[str] = []
-    for msg in sorted(read_all(bootstrap, commands.name, expect_at_least=4), key=Message.offset):
+    found = read_all(bootstrap, commands.name, expect_at_least=4)
+    for msg in sorted(found, key=lambda m: m.offset() or 0):
         try:
             decoded = codec.decode(msg.value(), expected=commands.schema_name)
             outcomes.append(type(command).from_avro(decoded.value).command_id)

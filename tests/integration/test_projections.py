@@ -18,8 +18,10 @@ import urllib.error
 import urllib.request
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,8 +97,8 @@ def last_checkpoint(settings: DcbSettings, projection_id: str) -> Checkpoint:
     return Checkpoint.model_validate_json(found[-1].value() or b"")
 
 
-def committed_rows(settings: DcbSettings, projection_id: str) -> dict[str, dict]:
-    rows: dict[str, dict] = {}
+def committed_rows(settings: DcbSettings, projection_id: str) -> dict[str, dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
     for m in read_to_end(settings.kafka, rows_topic(settings, projection_id)):
         key = decode_key(m.key() or b"")
         if m.value() is None:
@@ -108,7 +110,7 @@ def committed_rows(settings: DcbSettings, projection_id: str) -> dict[str, dict]
 
 def sample(
     settings: DcbSettings, projection_id: str
-) -> tuple[Checkpoint, dict[str, dict], Checkpoint]:
+) -> tuple[Checkpoint, dict[str, dict[str, Any]], Checkpoint]:
     """The checkpoint, the rows, the checkpoint again: the rows are those of a checkpoint
     between the two (rows and checkpoint are committed in one transaction)."""
     before = last_checkpoint(settings, projection_id)
@@ -116,9 +118,9 @@ def sample(
     return before, rows, last_checkpoint(settings, projection_id)
 
 
-def fold_rosters(log: list[Logged], through: dict[str, str | None]) -> dict[str, dict]:
+def fold_rosters(log: list[Logged], through: dict[str, str | None]) -> dict[str, dict[str, Any]]:
     """The course rosters from every committed subscription at or below ``through``."""
-    rows: dict[str, dict] = {}
+    rows: dict[str, dict[str, Any]] = {}
     for e in sorted(log, key=lambda e: (e.service, e.suid)):
         upto = through.get(e.service)
         if e.event_type != "StudentSubscribed" or upto is None or e.suid > upto:
@@ -177,7 +179,7 @@ def finish(settings: DcbSettings, load: Subscriptions, runner: Runner) -> None:
 
 
 @pytest.fixture
-def services(pipeline_settings: DcbSettings) -> list[DcbClient]:
+def services(pipeline_settings: DcbSettings) -> Iterator[list[DcbClient]]:
     first = DcbClient(service_id=f"a{uuid.uuid4().hex[:6]}", settings=pipeline_settings)
     clients_ = [first, first.for_service(f"b{uuid.uuid4().hex[:6]}")]
     yield clients_
@@ -191,7 +193,7 @@ def test_the_gated_runner_equals_the_fold_of_the_log_at_every_sample(
     runner = Runner(pipeline_settings, tmp_path).start()
     load = Subscriptions(services, writers=4)
     try:
-        applied = []
+        applied: list[int] = []
         deadline = time.monotonic() + 120
         while len(set(applied)) < 4:  # four samples, each further on, under load
             assert time.monotonic() < deadline, f"the projection did not move: {applied}"
@@ -280,7 +282,7 @@ class HandWritten:
             "coverage": [PartitionOffset(partition=self.partition, offset=self.ends[upto])],
         }
         fields.update(changes)
-        cert = Certificate(**fields)  # type: ignore[arg-type]
+        cert = Certificate(**fields)
         value = self.codec.encode(cert.schema_name, cert.to_avro())
         self.producer.produce(self.certificates_topic, key=key, value=value)
         self.producer.flush(10)
@@ -297,7 +299,8 @@ def test_untrusted_certificates_never_advance_and_a_rebuild_replays(
     certify, events = written.certify, written.events
 
     def students() -> list[str]:
-        return committed_rows(settings, ROSTERS).get("shop/course:c1", {}).get("students", [])
+        roster = committed_rows(settings, ROSTERS).get("shop/course:c1", {})
+        return [str(s) for s in roster.get("students", [])]
 
     runner = Runner(settings, tmp_path).start()
     try:

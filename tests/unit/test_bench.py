@@ -292,9 +292,15 @@ def test_closed_loop_counts_only_the_window() -> None:
 
 
 def test_hop_breakdown_follows_the_path_most_attempts_took() -> None:
-    one = {"sent": 0, "PREPARE": 10, "evidence": 40, "answered": 70, "received": 75}
+    one: dict[str, float] = {
+        "sent": 0,
+        "PREPARE": 10,
+        "evidence": 40,
+        "answered": 70,
+        "received": 75,
+    }
     two = {**one, "vote": 20, "decision": 30}
-    unfinished = {"sent": 0, "PREPARE": 10}
+    unfinished: dict[str, float] = {"sent": 0, "PREPARE": 10}
     mostly_one = breakdown([one, one, two, unfinished], "8 writers")
     assert (mostly_one.path, mostly_one.attempts) == ("one-phase", 2)
     assert [h.p50_ms for h in mostly_one.hops] == [10, 30, 30, 5]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -380,7 +381,7 @@ def delivery(action: str, suid: str, tag: str = "t", **extra: object) -> TagDeli
         "writer_epoch": 0,
     }
     fields.update(extra)
-    return TagDelivery(**fields)  # type: ignore[arg-type]
+    return TagDelivery(**fields)
 
 
 def suid(n: int) -> str:
@@ -391,15 +392,15 @@ def test_tag_table_checks_conditions_after_their_position_and_pending_reservatio
     table = TagTable(TagTableState(service_id="svc", tag="t"))
     ev = event(1, "t")
     assert table.handle(delivery("PREPARE", suid(1), event=ev)).status == "PREPARED"
-    guarded = {"event": event(2, "t"), "condition": unique("t")}
+    guarded: dict[str, Any] = {"event": event(2, "t"), "condition": unique("t")}
     pending = table.handle(delivery("PREPARE", suid(2), **guarded))
     assert pending.status == "REJECTED" and pending.rejection is not None
     assert json.loads(pending.rejection.details_json or "{}")["pending"] is True
     assert table.handle(delivery("INSTALL", suid(1))).status == "INSTALLED_AND_COVERED"
     assert table.state.head == suid(1)
-    after_it = {"event": event(3, "t"), "condition": unique("t", after=suid(1))}
+    after_it: dict[str, Any] = {"event": event(3, "t"), "condition": unique("t", after=suid(1))}
     assert table.handle(delivery("PREPARE", suid(3), **after_it)).status == "PREPARED"
-    before_it = {"event": event(4, "t"), "condition": unique("t", after=suid(0))}
+    before_it: dict[str, Any] = {"event": event(4, "t"), "condition": unique("t", after=suid(0))}
     assert table.handle(delivery("PREPARE", suid(4), **before_it)).status == "REJECTED"
 
 
@@ -412,7 +413,7 @@ def test_a_condition_sees_events_installed_out_of_suid_order() -> None:
     table.handle(delivery("INSTALL", suid(2)))
     table.handle(delivery("INSTALL", suid(1)))
     assert [e.suid for e in table.state.installed] == [suid(2), suid(1)]
-    check = {"event": event(3, "t"), "condition": unique("t", after=suid(1))}
+    check: dict[str, Any] = {"event": event(3, "t"), "condition": unique("t", after=suid(1))}
     refused = table.handle(delivery("PREPARE", suid(3), **check))
     assert refused.status == "REJECTED" and refused.rejection is not None
     assert json.loads(refused.rejection.details_json or "{}")["conflictingSuid"] == suid(2)
@@ -510,9 +511,9 @@ def test_a_whole_tag_table_of_the_earlier_layout_restores_whole_then_is_stored_i
         table.handle(delivery("PREPARE", suid(n), event=event(n, "t")))
         table.handle(delivery("INSTALL", suid(n)))
     legacy = table.state.model_dump_json().encode()  # how tag-tables held it before
-    restored = TagTable(tag_store.restore(key, legacy, {}.get))
+    restored = TagTable(tag_store.restore(key, legacy, lambda _row: None))
     assert restored.state == table.state
-    guarded = {"event": event(3, "t"), "condition": unique("t", after=suid(1))}
+    guarded: dict[str, Any] = {"event": event(3, "t"), "condition": unique("t", after=suid(1))}
     assert restored.handle(delivery("PREPARE", suid(3), **guarded)).status == "REJECTED"
     writes = tag_store.writes_for(restored.state, key, tag_store.rows_stored(legacy))
     assert sorted(writes.installed) == [tag_store.installed_key(key, i) for i in (0, 1)]

@@ -75,7 +75,7 @@ def _certificate(service: str, prefix: str | None, end: int, **changes: object) 
         "coverage": [PartitionOffset(partition=0, offset=end)],
     }
     fields.update(changes)
-    return Certificate(**fields)  # type: ignore[arg-type]
+    return Certificate(**fields)
 
 
 def _sound_prefix(events: list[CommittedEvent], end: int, service: str) -> str | None:
@@ -117,7 +117,7 @@ class Written:
 @st.composite
 def histories(
     draw: st.DrawFn,
-) -> tuple[list[CommittedEvent], list[tuple[int, str, Certificate | None]]]:
+) -> tuple[list[CommittedEvent], list[Written]]:
     n = draw(st.integers(1, 30))
     events = [
         _event(
@@ -296,7 +296,7 @@ def test_every_poll_has_one_outcome_and_a_failing_observer_changes_nothing() -> 
     assert observation("p", 0, 0, None).outcome is Outcome.INVOKED_BUT_NO_WORK
     threw = observation("p", 0, 0, None, RuntimeError("x" * 500))
     assert threw.outcome is Outcome.INVOKED_AND_THREW and len(threw.reason or "") == 256
-    heard = []
+    heard: list[object] = []
 
     def broken(_: object) -> None:
         raise RuntimeError("observer down")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -27,7 +28,7 @@ rows = st.dictionaries(st.text(min_size=1), nested)
 
 
 @given(st.text(), rows)
-def test_a_row_reads_back_as_written(row_id: str, row: dict) -> None:
+def test_a_row_reads_back_as_written(row_id: str, row: dict[str, Any]) -> None:
     assert decode_key(encode_key(row_id)) == row_id
     assert decode_value(encode_value(row)) == row
 
