@@ -20,7 +20,6 @@ from fastavro.validation import ValidationError, validate
 
 from streams.codec.catalog import SchemaCatalog, SchemaEntry
 from streams.codec.registry import SchemaRegistryClient
-from streams.codec.union_branches import Namer, branch_namer
 from streams.errors import (
     InvalidRecordError,
     MalformedRecordError,
@@ -51,7 +50,6 @@ class AvroCodec:
     ) -> None:
         self.catalog = catalog
         self.registry = registry
-        self._namers: dict[str, Namer | None] = {}
 
     # --- encode --------------------------------------------------------------
     def encode(self, schema_name: str, record: dict[str, Any], *, check: bool = True) -> bytes:
@@ -65,8 +63,8 @@ class AvroCodec:
         entry = self.catalog.get(schema_name)
         if check:
             self._check(entry, schema_name, record)
-        elif (namer := self._namer(entry)) is not None:
-            record = namer(record)
+        elif entry.name_branches is not None:
+            record = entry.name_branches(record)
         buf = io.BytesIO()
         buf.write(self._header(entry))
         schemaless_writer(buf, entry.parsed, record)
@@ -86,11 +84,6 @@ class AvroCodec:
                 schema=schema_name,
                 unknownFields=unknown,
             )
-
-    def _namer(self, entry: SchemaEntry) -> Namer | None:
-        if entry.name not in self._namers:
-            self._namers[entry.name] = branch_namer(entry.parsed, entry.named_types)
-        return self._namers[entry.name]
 
     def _header(self, entry: SchemaEntry) -> bytes:
         if self.registry is None:

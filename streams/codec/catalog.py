@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 
+from streams.codec.union_branches import Namer, branch_namer
 from streams.errors import UnknownSchemaError
 
 
@@ -31,6 +32,7 @@ class SchemaEntry:
     schema_json: str  # the full schema with docs and logical types (what a registry stores)
     canonical_form: str
     fingerprint: bytes  # CRC-64-AVRO, little-endian, as single-object encoding writes it
+    name_branches: Namer | None  # a model dump with its union branches named (None: none)
 
     @property
     def fingerprint_int(self) -> int:
@@ -63,6 +65,7 @@ class SchemaCatalog:
                 schema_json=json.dumps(plain, separators=(",", ":")),
                 canonical_form=canonical,
                 fingerprint=crc64_avro_fingerprint(canonical),
+                name_branches=branch_namer(parsed, named_types),
             )
             self._by_name[entry.name] = entry
             self._by_fingerprint[entry.fingerprint] = entry
