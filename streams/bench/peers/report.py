@@ -78,27 +78,28 @@ def write_markdown(report: PeerBenchReport, out_dir: Path) -> Path:
 
 
 def write_plot(report: PeerBenchReport, out_dir: Path) -> Path:
-    """Appends/s and p99 command latency against writers, one line per system."""
+    """Appends/s, p99 command latency and CPU per command against writers, one line per
+    system."""
+    by_system = {
+        run.name: sorted(
+            (s for s in report.scenarios if s.system == run.name), key=lambda s: s.writers
+        )
+        for run in report.systems
+    }
 
     def draw(rate: Any, p99: Any) -> None:
-        for run in report.systems:
-            rows = sorted(
-                (s for s in report.scenarios if s.system == run.name), key=lambda s: s.writers
-            )
+        for name, rows in by_system.items():
             if rows:
                 writers = [s.writers for s in rows]
                 appends = [max(s.appends_per_s, 0.01) for s in rows]
-                rate.plot(writers, appends, marker="o", label=run.name)
-                p99.plot(writers, [s.command_p99_ms for s in rows], marker="o", label=run.name)
+                rate.plot(writers, appends, marker="o", label=name)
+                p99.plot(writers, [s.command_p99_ms for s in rows], marker="o", label=name)
 
     def draw_cpu(cpu: Any) -> None:
-        for run in report.systems:
-            rows = sorted(
-                (s for s in report.scenarios if s.system == run.name and cpu_per_command(s)),
-                key=lambda s: s.writers,
-            )
-            if rows:
-                cpu.plot([s.writers for s in rows], [cpu_per_command(s) for s in rows], marker="o")
+        for rows in by_system.values():
+            measured = [(s.writers, ms) for s in rows if (ms := cpu_per_command(s))]
+            if measured:
+                cpu.plot(*zip(*measured, strict=True), marker="o")
 
     m = report.machine
     return rate_and_p99_plot(
