@@ -26,7 +26,12 @@ from streams.bench.commit import (
 from streams.bench.lifecycle import LifecyclePlan, run_lifecycle_bench
 from streams.bench.peers import report as peers_report
 from streams.bench.peers.api import PeerSystem
-from streams.bench.peers.bench import PeerBenchReport, PeerPlan, run_peers_bench
+from streams.bench.peers.bench import (
+    PEER_WARM_PASS_S,
+    PeerBenchReport,
+    PeerPlan,
+    run_peers_bench,
+)
 from streams.bench.peers.dcb_streams import DcbStreams
 from streams.bench.peers.eventsourcing_pg import EventsourcingPostgres
 from streams.bench.peers.umadb import UmaDb
@@ -86,6 +91,10 @@ def _progress(quiet: bool) -> Progress:
         console=console,
         disable=quiet,
         transient=True,
+        # Redrawn ten times a second by default: 8% of the Python time of the peer bench's
+        # process (whose writers' client library is measured) at 64 writers, for a bar
+        # that counts seconds.
+        refresh_per_second=1,
     )
 
 
@@ -435,7 +444,7 @@ def peers(
     systems: Annotated[str, typer.Option(help="Systems, run in this order.")] = ",".join(PEERS),
     warmup: Annotated[float, typer.Option(help="Seconds of warm-up per scenario.")] = 5.0,
     measure: Annotated[float, typer.Option(help="Seconds measured per scenario.")] = 30.0,
-    warm_pass: WarmPass = 20.0,
+    warm_pass: WarmPass = PEER_WARM_PASS_S,
     out: Annotated[Path, typer.Option(help="Folder of peers.json, peers.png and peers.md.")] = Path(
         "bench/results"
     ),

@@ -114,10 +114,17 @@ def validate_attempt(attempt: CommitAttempt) -> CommitAttempt:
             raise InvalidEventError(
                 f"event {index}: payload is not JSON ({exc})", index=index
             ) from exc
-        events.append(event.model_copy(update={"tags": list(canonical_tags(event.tags))}))
+        tags = list(canonical_tags(event.tags))
+        events.append(event if tags == event.tags else event.model_copy(update={"tags": tags}))
     if len({e.event_id for e in events}) != len(events):
         raise InvalidEventError("event ids repeat within the attempt")
     condition = None if attempt.condition is None else canonical_condition(attempt.condition)
+    # Copied only when something changed: the SDK validates every append before sending
+    # and the ledger again on registration, mostly attempts already canonical.
+    if condition is attempt.condition and all(
+        e is given for e, given in zip(events, attempt.events, strict=True)
+    ):
+        return attempt
     return attempt.model_copy(update={"events": events, "condition": condition})
 
 

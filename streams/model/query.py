@@ -54,7 +54,11 @@ def canonical_condition(condition: AppendCondition) -> AppendCondition:
                 item=index,
                 reason=exc.code,
             ) from exc
-        canonical.append(QueryItem(types=sorted(set(item.types)), tags=list(tags)))
+        types = sorted(set(item.types))
+        same = types == item.types and list(tags) == item.tags
+        canonical.append(item if same else QueryItem(types=types, tags=list(tags)))
+    if all(c is item for c, item in zip(canonical, items, strict=True)):
+        return condition  # already canonical (a condition built by the SDK, say)
     return AppendCondition(fail_if_events_match=canonical, after=condition.after)
 
 

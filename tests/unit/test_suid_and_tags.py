@@ -1,4 +1,4 @@
-"""SUIDs and canonical tag sets: the bounds, the order, the typed errors."""
+"""SUIDs and canonical tag sets and attempts: the bounds, the order, the typed errors."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.errors import InvalidSuidError, TagSetEmptyError, TagTooLongError, TooManyTagsError
+from streams.ledger.ledger import validate_attempt
+from streams.model.records import AppendCondition, CommitAttempt, EventData, QueryItem
 from streams.model.suid import format_suid, issue_suids, parse_suid, suid_ticks, ticks
 from streams.model.tags import MAX_TAG_LENGTH, MAX_TAGS, canonical_tags
 
+_NOW = datetime(2026, 1, 1, tzinfo=UTC)
 instants = st.datetimes(
     min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
 )
@@ -92,3 +95,38 @@ def test_tag_bounds_give_typed_errors() -> None:
         canonical_tags(["x" * (MAX_TAG_LENGTH + 1)])
     assert long.value.code == "tag_too_long"
     assert canonical_tags(["x" * MAX_TAG_LENGTH]) == ("x" * MAX_TAG_LENGTH,)
+
+
+_tag_lists = st.lists(st.sampled_from(["a", " b", "b", "c ", "z:1", "é"]), min_size=1, max_size=4)
+
+
+@given(
+    st.lists(_tag_lists, min_size=1, max_size=3),
+    st.none() | st.lists(st.tuples(st.lists(st.sampled_from("XYX")), _tag_lists), min_size=1),
+)
+def test_a_validated_attempt_is_canonical_and_validating_it_again_changes_nothing(
+    event_tags: list[list[str]], items: list[tuple[list[str], list[str]]] | None
+) -> None:
+    attempt = CommitAttempt(
+        attempt_id="a",
+        writer_epoch=0,
+        events=[
+            EventData(event_id=f"e{i}", event_type="T", tags=tags, payload="{}", timestamp=_NOW)
+            for i, tags in enumerate(event_tags)
+        ],
+        condition=None
+        if items is None
+        else AppendCondition(
+            fail_if_events_match=[QueryItem(types=types, tags=tags) for types, tags in items]
+        ),
+    )
+    valid = validate_attempt(attempt)
+    assert [e.tags for e in valid.events] == [sorted({t.strip() for t in ts}) for ts in event_tags]
+    assert [e.tags for e in attempt.events] == event_tags  # the caller's attempt is left as given
+    if items is not None:
+        assert valid.condition is not None
+        assert [(i.types, i.tags) for i in valid.condition.fail_if_events_match] == [
+            (sorted(set(types)), sorted({t.strip() for t in tags})) for types, tags in items
+        ]
+    # Canonical already: the very same object back (the SDK and the ledger both validate).
+    assert validate_attempt(valid) is valid

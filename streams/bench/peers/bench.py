@@ -25,16 +25,20 @@ from streams.bench.peers.workload import Workload, violations
 from streams.errors import PeerUnavailableError
 
 DIAGNOSED_WRITERS = 8
+PEER_WARM_PASS_S = 120.0
 
 
 class PeerPlan(BaseModel):
     writers: list[int] = Field(default_factory=lambda: [1, 8, 64, 256])
     warmup_s: float = 5.0
     measure_s: float = 30.0
-    # Per system, before its scenarios, at the most writers, not reported: a fresh
-    # broker JVM compiles for its first ~20 s of load (see the commit bench), and the
-    # other systems' caches fill as well.
-    warm_pass_s: float = 20.0
+    # Per system, before its scenarios, at the most writers, not reported. Under this
+    # workload a fresh broker JVM compiles for ~100 s: its C2 compiler thread took 35-38%
+    # of a core in the first 30 s at 64 writers, 9-14% at 60 s, under 2% from 100 s on,
+    # and the worker's transaction calls per round went from 23 ms to 8.5 ms meanwhile
+    # (records taken per 30 s: 17.1k, 21.4k, 23.7k, then steady). A shorter pass measured
+    # dcb-streams' first scenarios on a compiling broker. The other systems' caches fill.
+    warm_pass_s: float = PEER_WARM_PASS_S
 
     def seconds(self, systems: int, diagnosed: bool = False) -> float:
         """The run's length; ``diagnosed``: with dcb-streams' extra diagnostic pass."""
