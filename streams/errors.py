@@ -181,6 +181,22 @@ class AppendConditionFailed(DcbError):
     code = "append_condition_failed"
 
 
+class ConditionBelowArchiveError(DcbError):
+    """A condition's position lies below what a tag table trimmed (its events are in the
+    history archive), so the table cannot check it. ``DcbClient.append`` answers it by
+    reading the query over archive and log and sending the attempt again positioned at
+    the trimmed SUID (``trimmedThrough``); only a caller of the raw protocol sees it."""
+
+    code = "condition_below_archive"
+
+
+class TrimRefusedError(DcbError):
+    """A TRIM the ledger cannot send: its SUID lies above the service's certified prefix
+    (events at or below it could still commit)."""
+
+    code = "trim_refused"
+
+
 class StaleFenceError(DcbError):
     """A writer was fenced: something newer took over what it writes to (a higher writer
     epoch at a service or a tag, a newer runner or a rebuild of a projection), so its

@@ -22,6 +22,7 @@ from streams.archive.plan import (
     truncation_offset,
 )
 from streams.archive.rules import check_incarnation
+from streams.archive.trim import request_trim
 from streams.codec import codec_from_settings
 from streams.errors import KafkaUnavailableError
 from streams.kafka import clients
@@ -56,6 +57,7 @@ class ArchiveReport:
     truncated_below: int  # the partition's log start offset after the run
     dropped: int  # records the log dropped in this run
     held_back_by: str | None  # why the log keeps more: the service or projection in the way
+    trim_requested: bool = False  # the tag tables were asked to drop what is archived
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,9 @@ def archive_service(
     if cut > partition.low:
         _delete_records(settings, partition.number, cut)
     dropped = sum(1 for r in partition.records if r.offset < cut)
+    archived_now = archived_through(store.headers(service))
+    if archived_now is not None:  # the tables drop it too, whatever the log keeps
+        request_trim(settings, service, min(archived_now, through))
     return ArchiveReport(
         service=service,
         through=through,
@@ -195,6 +200,7 @@ def archive_service(
         truncated_below=max(cut, partition.low),
         dropped=dropped,
         held_back_by=blocker if cut < partition.end else None,
+        trim_requested=archived_now is not None,
     )
 
 

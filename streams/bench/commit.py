@@ -181,13 +181,7 @@ def bench_command(rng: random.Random, tags: int, spread: int = TAG_SPREAD) -> Co
     attempt = CommitAttempt(
         attempt_id=str(uuid.uuid4()), writer_epoch=0, events=[bench_event(rng, tags, spread)]
     )
-    return Command(
-        service_id="bench",
-        command_id=attempt.attempt_id,
-        issued_at=datetime.now(UTC),
-        kind="COMMIT",
-        commit=attempt,
-    )
+    return Command.of_commit("bench", attempt)
 
 
 def command_bytes(settings: DcbSettings, tags: int) -> bytes:

@@ -138,7 +138,8 @@ class HopTracer:
             decoded = self.codec.decode(message.value(), None).value
             if role is TopicRole.TAG_DELIVERIES:
                 for delivery in TagDeliveryBatch.from_avro(decoded).items:
-                    self._mark(delivery.attempt_id, MARKS[delivery.action], at_ms)
+                    if delivery.action != "TRIM":  # archived history: no attempt's hop
+                        self._mark(delivery.attempt_id, MARKS[delivery.action], at_ms)
             elif role is TopicRole.TAG_RESOLUTIONS:
                 for resolution in TagResolutionBatch.from_avro(decoded).items:
                     self._mark(resolution.attempt_id, MARKS[resolution.status], at_ms)

@@ -62,6 +62,11 @@ def archive(
         )
         if report.held_back_by:
             console.print(f"the log keeps the rest for {report.held_back_by}")
+        if report.trim_requested:
+            console.print(
+                f"the tag tables of {report.service} drop their events through "
+                f"{report.through} (conditions positioned below it are read over the archive)"
+            )
 
     emit(as_json, asdict(report), text)
 

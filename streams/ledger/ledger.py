@@ -38,6 +38,7 @@ from streams.errors import (
     InvalidEventError,
     ReservationExpiredError,
     StaleFenceError,
+    TrimRefusedError,
 )
 from streams.ledger.closed_prefix import closed_prefix
 from streams.ledger.state import (
@@ -62,7 +63,7 @@ from streams.model.records import (
     TagDelivery,
     TagResolution,
 )
-from streams.model.suid import issue_suids
+from streams.model.suid import issue_suids, parse_suid
 from streams.model.tags import canonical_tags
 from streams.reconcile.decision import backoff_ms, plan_target
 
@@ -534,6 +535,36 @@ class IssuanceLedger:
         if s.events_partition == partition and (s.events_end_offset or 0) >= end_offset:
             return
         s.events_partition, s.events_end_offset = partition, end_offset
+
+    # --- archived history ---------------------------------------------------------------
+
+    def trim(self, through: str, request_id: str) -> Step:
+        """Ask the service's tag tables to drop their installed events up to ``through``,
+        which ``dcb archive`` has archived. Only certified history: above the certified
+        prefix an event could still commit, and a table must still check against it."""
+        s = self.state
+        parse_suid(through)
+        if s.certified_prefix is None or through > s.certified_prefix:
+            raise TrimRefusedError(
+                f"{s.service_id}: {through} is above the certified prefix "
+                f"({s.certified_prefix or 'none yet'}); only archived, certified history "
+                "can be trimmed",
+                service_id=s.service_id,
+                through=through,
+                certified=s.certified_prefix,
+            )
+        trim = TagDelivery(
+            service_id=s.service_id,
+            tag="",  # every tag of the service (the shell sends it to each tag partition)
+            allocator_lineage_id=s.allocator_lineage_id,
+            attempt_id=request_id,
+            suid=through,
+            event_id="",
+            identity_digest="",
+            action="TRIM",
+            writer_epoch=s.writer_epoch,
+        )
+        return Step(deliveries=[trim])
 
     # --- recovery --------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ Tables: ``ledgers`` (a header per service), ``inflight`` (an attempt in flight p
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import groupby
@@ -184,6 +184,10 @@ class LedgerProcessor(Processor):
                 skip = command.reconcile is not None and command.reconcile.skip_grace
                 step = touched.ledger.reconcile(now, skip_grace=skip)
                 touched.attempts = None
+            elif command.kind == "TRIM":
+                if command.trim is None:
+                    raise LedgerError("a TRIM command without its request")
+                step = touched.ledger.trim(command.trim.through, command.command_id)
             else:
                 attempt = command.commit
                 if attempt is None:
@@ -207,9 +211,14 @@ class LedgerProcessor(Processor):
     def _absorb(self, ledger: IssuanceLedger, step: Step, batch: _Batch) -> None:
         service_id = ledger.state.service_id
         batch.allocations += step.allocations
+        topics = self.settings.topics
         for delivery in step.deliveries:
-            to = tag_partition(service_id, delivery.tag, self.settings.topics)
-            batch.deliveries.setdefault(to, []).append(delivery)
+            if delivery.action == "TRIM" and topics.tag_placement == "tag":
+                every: Iterable[int] = range(topics.tag_partitions)  # the service's tags: anywhere
+            else:
+                every = (tag_partition(service_id, delivery.tag, topics),)
+            for to in every:
+                batch.deliveries.setdefault(to, []).append(delivery)
         batch.events += step.events
         batch.results += step.results
         batch.completed.setdefault(service_id, []).extend(step.completed)

@@ -8,7 +8,8 @@ typo in a client's JSON is an error instead of silently dropped data.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+import uuid
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -107,14 +108,43 @@ class ReconcileRequest(AvroRecord):
     requested_by: str | None = None
 
 
+class TrimRequest(AvroRecord):
+    schema_name: ClassVar[str] = "dcb.streams.TrimRequest"
+    through: str
+    requested_by: str | None = None
+
+
 class Command(AvroRecord):
     schema_name: ClassVar[str] = "dcb.streams.Command"
     service_id: str
     command_id: str
     issued_at: datetime
-    kind: Literal["COMMIT", "RECONCILE"]
+    kind: Literal["COMMIT", "RECONCILE", "TRIM"]
     commit: CommitAttempt | None = None
     reconcile: ReconcileRequest | None = None
+    trim: TrimRequest | None = None
+
+    @classmethod
+    def of_commit(cls, service_id: str, attempt: CommitAttempt) -> Command:
+        """The COMMIT of ``attempt``: its command id is the attempt id (the answer's key)."""
+        return cls(
+            service_id=service_id,
+            command_id=attempt.attempt_id,
+            issued_at=datetime.now(UTC),
+            kind="COMMIT",
+            commit=attempt,
+        )
+
+    @classmethod
+    def of_request(cls, service_id: str, request: ReconcileRequest | TrimRequest) -> Command:
+        """An operator's request to a service's ledger, under a fresh command id."""
+        if isinstance(request, ReconcileRequest):
+            body: dict[str, Any] = {"kind": "RECONCILE", "reconcile": request}
+        else:
+            body = {"kind": "TRIM", "trim": request}
+        return cls(
+            service_id=service_id, command_id=str(uuid.uuid4()), issued_at=datetime.now(UTC), **body
+        )
 
 
 class AllocatedCandidate(AvroRecord):
@@ -161,7 +191,7 @@ class TargetRecord(AvroRecord):
 
 class TagDelivery(TargetRecord):
     schema_name: ClassVar[str] = "dcb.streams.TagDelivery"
-    action: Literal["PREPARE", "INSTALL", "FENCE"]
+    action: Literal["PREPARE", "INSTALL", "FENCE", "TRIM"]
     writer_epoch: int
     fence_epoch: int | None = None
     condition: AppendCondition | None = None

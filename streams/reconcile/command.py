@@ -6,17 +6,9 @@ command is for ``dcb reconcile --now``: a pass that also skips the grace window.
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime
-
 from streams.model.records import Command, ReconcileRequest
 
 
 def reconcile_command(service_id: str, skip_grace: bool, requested_by: str) -> Command:
-    return Command(
-        service_id=service_id,
-        command_id=str(uuid.uuid4()),
-        issued_at=datetime.now(UTC),
-        kind="RECONCILE",
-        reconcile=ReconcileRequest(skip_grace=skip_grace, requested_by=requested_by),
-    )
+    request = ReconcileRequest(skip_grace=skip_grace, requested_by=requested_by)
+    return Command.of_request(service_id, request)

@@ -19,8 +19,8 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 
 from confluent_kafka import KafkaError, Message
 from pydantic import BaseModel
@@ -59,6 +59,11 @@ from streams.settings import DcbSettings
 from streams.subclasses import subclass_tree
 
 log = logging.getLogger("streams.sdk")
+
+# An attempt refused because its condition looks back past what a tag table trimmed is
+# sent again positioned at the trim, at most this many times (once per trimmed table).
+_REPOSITIONS = 8
+_REPOSITIONED = uuid.UUID("6f0b3c4e-8d2a-5b7e-9c1f-2a4d6e8f0b13")  # names derived attempt ids
 
 
 class AppendResult(BaseModel):
@@ -289,13 +294,15 @@ class DcbClient:
                 condition=condition,
             )
         )
-        command = Command(
-            service_id=self.service_id,
-            command_id=attempt.attempt_id,
-            issued_at=datetime.now(UTC),
-            kind="COMMIT",
-            commit=attempt,
-        )
+        for _ in range(_REPOSITIONS):
+            try:
+                return self._commit(attempt)
+            except errors.ConditionBelowArchiveError as exc:
+                attempt = self._repositioned(attempt, exc)
+        return self._commit(attempt)
+
+    def _commit(self, attempt: CommitAttempt) -> AppendResult:
+        command = Command.of_commit(self.service_id, attempt)
         try:
             result = self._channel.request(command, attempt.attempt_id, self.timeout_s)
         except errors.AnswerTimeoutError:
@@ -309,6 +316,34 @@ class DcbClient:
                         self._appended_through = newest
             return AppendResult(attempt_id=attempt.attempt_id, suids=result.suids)
         raise error_from(result.error or ErrorInfo(code="rejected", message="rejected"))
+
+    def _repositioned(
+        self, attempt: CommitAttempt, refused: errors.ConditionBelowArchiveError
+    ) -> CommitAttempt:
+        """The attempt again, its condition positioned at what a tag table trimmed, once a
+        read of the query over archive and log found no match after the old position (a
+        match fails the append as the table would have). The new attempt id derives from
+        the old one and the position, so sending the same attempt again (after a timeout,
+        say) ends in the same attempt, answered as before."""
+        condition = attempt.condition
+        trimmed = refused.details.get("trimmedThrough")
+        if condition is None or not isinstance(trimmed, str):
+            raise refused
+        found = self.read(condition.fail_if_events_match, after=condition.after, limit=1)
+        if found:
+            raise errors.AppendConditionFailed(
+                f"an event matching the condition exists after {condition.after} (read over "
+                "the history archive and the log)",
+                conflictingSuid=found[0].position,
+            )
+        if found.head is None or found.head < trimmed:
+            raise refused  # the read did not reach the trimmed events: nothing is known
+        return attempt.model_copy(
+            update={
+                "attempt_id": str(uuid.uuid5(_REPOSITIONED, f"{attempt.attempt_id}/{trimmed}")),
+                "condition": condition.model_copy(update={"after": trimmed}),
+            }
+        )
 
     # --- read ------------------------------------------------------------------------
 

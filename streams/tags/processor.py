@@ -71,23 +71,23 @@ class TagProcessor(Processor):
             per_partition.pop(partition, None)
         self._unsent.discard(partition)
 
-    def _table(self, partition: int, delivery: TagDelivery) -> TagTable:
-        key = table_key(delivery.service_id, delivery.tag)
+    def _table(self, partition: int, service_id: str, tag: str) -> TagTable:
+        key = table_key(service_id, tag)
         live = self.live[partition]
         if key in live:
             return live[key][0]
-        belongs = tag_partition(delivery.service_id, delivery.tag, self.settings.topics)
+        belongs = tag_partition(service_id, tag, self.settings.topics)
         if belongs != partition:
             raise TagProtocolError(
-                f"a delivery for {delivery.tag!r} came to tag partition {partition}; the "
+                f"a delivery for {tag!r} came to tag partition {partition}; the "
                 f"placement puts it in {belongs}",
-                tag=delivery.tag,
+                tag=tag,
                 partition=partition,
             )
         headers, installed = self.tables["tag-tables"], self.tables["tag-installed"]
         header = headers.get(partition, key)
         if header is None:
-            state = TagTableState(service_id=delivery.service_id, tag=delivery.tag)
+            state = TagTableState(service_id=service_id, tag=tag)
             live[key] = (TagTable(state), 0)
             return live[key][0]
         state = store.restore(key, header, lambda row: installed.get(partition, row))
@@ -106,6 +106,12 @@ class TagProcessor(Processor):
             items = record.items
             for indexes in one_phase.steps(items):
                 group = [items[i] for i in indexes]
+                if group[0].action == "TRIM":
+                    try:
+                        changed.update(self._trim(partition, group[0]))
+                    except DcbError as exc:
+                        self.dead_letter(out, message, exc, group[0].service_id, indexes[0])
+                    continue
                 try:
                     resolved = self._decide(partition, group)
                 except DcbError as exc:
@@ -133,10 +139,24 @@ class TagProcessor(Processor):
 
     def _decide(self, partition: int, group: list[TagDelivery]) -> list[TagResolution]:
         """One step of a batch: a one-phase attempt's PREPAREs, or one two-phase item."""
-        tables = [self._table(partition, d) for d in group]
+        tables = [self._table(partition, d.service_id, d.tag) for d in group]
         if one_phase.is_one_phase(group[0]):
             return one_phase.decide_together(list(zip(tables, group, strict=True)))
         return [tables[0].handle(group[0])]
+
+    def _trim(self, partition: int, trim: TagDelivery) -> set[str]:
+        """Every table of the service in this partition drops its installed events up to
+        the trim's SUID (archived), their rows deleted; the tables it changed."""
+        service_prefix = table_key(trim.service_id, "")
+        stored = (key for key, _ in self.tables["tag-tables"].items(partition))
+        keys = {k for k in (*self.live[partition], *stored) if k.startswith(service_prefix)}
+        installed, changed = self.tables["tag-installed"], set()
+        for key in sorted(keys):
+            table = self._table(partition, trim.service_id, key[len(service_prefix) :])
+            for index in table.trim(trim.suid):
+                installed.delete(partition, store.installed_key(key, index))
+                changed.add(key)
+        return changed
 
     # --- one-phase attempts decided in the ledger's round ---------------------------------
 
@@ -193,4 +213,4 @@ class TagProcessor(Processor):
             for row_key, row in writes.installed.items():
                 installed.put(partition, row_key, row, keep=False)
             headers.put(partition, key, writes.header, keep=False)
-            live[key] = (table, len(table.state.installed))
+            live[key] = (table, store.installed_count(table.state))

@@ -6,7 +6,9 @@ bytes, and a busy tag (an invoice sequence, a unique-name registry) would outgro
 Kafka's record size after a few thousand events: the worker could no longer commit.
 Installed events are append-only, so a step writes the header (epoch, head,
 reservations, tombstones, how many are installed) and the rows it appended; the two
-tables always join back into the state. Rows are JSON bytes (:mod:`streams.model.table_rows`).
+tables always join back into the state. A trim (the events are archived) deletes rows
+from the front: the header then says from which index the rows are kept. Rows are JSON
+bytes (:mod:`streams.model.table_rows`).
 """
 
 from __future__ import annotations
@@ -32,16 +34,22 @@ class TagWrites:
     installed: dict[str, bytes] = field(default_factory=dict)  # key -> InstalledEvent
 
 
+def installed_count(state: TagTableState) -> int:
+    """How many events the table ever installed: its store indexes run up to this (those
+    below ``installed_offset`` were trimmed)."""
+    return state.installed_offset + len(state.installed)
+
+
 def writes_for(state: TagTableState, table_key: str, installed_before: int) -> TagWrites:
     """What to store after a step: rows before ``installed_before`` are stored already."""
-    header = table_rows.dump(
-        state, exclude={"installed"}, extra={INSTALLED_COUNT: len(state.installed)}
-    )
+    count = installed_count(state)
+    header = table_rows.dump(state, exclude={"installed"}, extra={INSTALLED_COUNT: count})
+    offset = state.installed_offset
     return TagWrites(
         header=header,
         installed={
-            installed_key(table_key, i): table_rows.dump(state.installed[i])
-            for i in range(installed_before, len(state.installed))
+            installed_key(table_key, i): table_rows.dump(state.installed[i - offset])
+            for i in range(max(installed_before, offset), count)
         },
     )
 
@@ -62,7 +70,7 @@ def restore(table_key: str, header: bytes, row: Callable[[str], bytes | None]) -
         return TagTableState.model_validate(fields)  # a whole table of the earlier layout
     count = fields.pop(INSTALLED_COUNT)
     installed = []
-    for index in range(count):
+    for index in range(fields.get("installed_offset", 0), count):
         stored = row(installed_key(table_key, index))
         if stored is None:
             raise CorruptTagTableError(

@@ -20,7 +20,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from streams.errors import StaleFenceError, TagProtocolError
+from streams.errors import ConditionBelowArchiveError, StaleFenceError, TagProtocolError
 from streams.model.digests import obligation_digest
 from streams.model.query import item_matches, items_guarded_at
 from streams.model.records import ErrorInfo, QueryItem, TagDelivery, TagResolution
@@ -84,6 +84,10 @@ class TagTableState(_Row):
     installed: list[InstalledEvent] = Field(default_factory=list)
     reservations: dict[str, Reservation] = Field(default_factory=dict)
     tombstones: dict[str, int] = Field(default_factory=dict)
+    # The newest SUID of the installed events dropped because they are archived (TRIM),
+    # and how many were dropped from the front of ``installed`` (store order) so far.
+    trimmed_through: str | None = None
+    installed_offset: int = 0
 
 
 class TagTable:
@@ -110,14 +114,48 @@ class TagTable:
 
     def terminal_answer(self, delivery: TagDelivery) -> TagResolution | None:
         """The evidence again, when the target is installed or tombstoned already."""
-        if delivery.suid in self.state.tombstones:
+        s = self.state
+        if delivery.suid in s.tombstones:
             return self._answer(delivery, "ABSENT_AND_IRREVOCABLY_FENCED")
         installed = self._installed_by_suid.get(delivery.suid)
         if installed is not None:
             return self._answer(
                 delivery, "INSTALLED_AND_COVERED", digest=installed.obligation_digest
             )
+        if s.trimmed_through is not None and delivery.suid <= s.trimmed_through:
+            # A trim comes after its SUIDs are certified: every attempt at or below it was
+            # decided, and its deliveries were stepped before the trim's.
+            raise TagProtocolError(
+                f"a {delivery.action} of {delivery.suid} at {s.tag}, at or below what the "
+                f"table trimmed ({s.trimmed_through}): its attempt was decided before",
+                suid=delivery.suid,
+                tag=s.tag,
+            )
         return None
+
+    def trim(self, through: str) -> range:
+        """Drop the installed events at or below ``through`` (archived), from the front of
+        the store order while they are: an event installed out of SUID order stays until
+        those before it go (it is still checked, so nothing is lost). Conditions whose
+        position lies below the newest dropped SUID are refused from now on. The store
+        indexes of the dropped rows."""
+        s = self.state
+        dropped = 0
+        while dropped < len(s.installed) and s.installed[dropped].suid <= through:
+            dropped += 1
+        if not dropped:
+            return range(s.installed_offset, s.installed_offset)
+        gone = s.installed[:dropped]
+        del s.installed[:dropped]
+        for event in gone:
+            del self._installed_by_suid[event.suid]
+        suids = {event.suid for event in gone}
+        self._by_position = [e for e in self._by_position if e.suid not in suids]
+        newest = max(suids)
+        s.trimmed_through = max(s.trimmed_through or newest, newest)
+        first = s.installed_offset
+        s.installed_offset += dropped
+        return range(first, s.installed_offset)
 
     def fence(
         self,
@@ -171,6 +209,14 @@ class TagTable:
                 f"at tag {s.tag}",
                 {"tag": s.tag, "conflictingSuid": conflict.suid, "pending": pending},
             )
+        if self._below_trim(delivery):
+            return self._reject(
+                delivery,
+                ConditionBelowArchiveError.code,
+                f"the condition's position lies below what tag {s.tag} dropped (archived "
+                f"through {s.trimmed_through}); read the query again and retry",
+                {"tag": s.tag, "trimmedThrough": s.trimmed_through},
+            )
         s.writer_epoch = delivery.writer_epoch
         s.reservations[delivery.suid] = Reservation(
             suid=delivery.suid,
@@ -182,6 +228,15 @@ class TagTable:
             check_only=s.tag not in event.tags,
         )
         return self._answer(delivery, "PREPARED")
+
+    def _below_trim(self, delivery: TagDelivery) -> bool:
+        """Whether the condition guarded here looks back past what this table dropped."""
+        trimmed, condition = self.state.trimmed_through, delivery.condition
+        if trimmed is None or condition is None:
+            return False
+        if not items_guarded_at(condition, self.state.tag):
+            return False
+        return condition.after is None or condition.after < trimmed
 
     def _conflict(self, delivery: TagDelivery) -> InstalledEvent | None:
         condition = delivery.condition

@@ -26,18 +26,21 @@ def pipeline_settings(settings: DcbSettings, request: pytest.FixtureRequest) -> 
     return placed
 
 
-@pytest.fixture
-def worker(pipeline_settings: DcbSettings, tmp_path: Path) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(pipeline_settings, tmp_path, "worker", grace_ms=3_000)
+def running_worker(settings: DcbSettings, tmp_path: Path) -> Iterator[WorkerProcess]:
+    """A worker on ``settings`` for a fixture's length (a 3 s grace window)."""
+    process = WorkerProcess(settings, tmp_path, "worker", grace_ms=3_000)
     yield process.start()
     process.stop()
 
 
 @pytest.fixture
-def lifecycle_settings(settings: DcbSettings, tmp_path: Path) -> DcbSettings:
-    """The topics of a test's prefix, with an archive folder and a key file of its own and
-    subjects named by ``user:`` tags (the log-lifecycle tests)."""
-    ensure_topics(clients.admin(settings.resolved_bootstrap_servers), topic_specs(settings.topics))
+def worker(pipeline_settings: DcbSettings, tmp_path: Path) -> Iterator[WorkerProcess]:
+    yield from running_worker(pipeline_settings, tmp_path)
+
+
+def with_lifecycle(settings: DcbSettings, tmp_path: Path) -> DcbSettings:
+    """``settings`` with an archive folder and a key file of the test's own and subjects
+    named by ``user:`` tags (the log-lifecycle tests)."""
     return settings.model_copy(
         update={
             "archive": ArchiveSettings(dir=tmp_path / "archive"),
@@ -47,10 +50,15 @@ def lifecycle_settings(settings: DcbSettings, tmp_path: Path) -> DcbSettings:
 
 
 @pytest.fixture
+def lifecycle_settings(settings: DcbSettings, tmp_path: Path) -> DcbSettings:
+    """The topics of a test's prefix, with the log-lifecycle settings (``with_lifecycle``)."""
+    ensure_topics(clients.admin(settings.resolved_bootstrap_servers), topic_specs(settings.topics))
+    return with_lifecycle(settings, tmp_path)
+
+
+@pytest.fixture
 def lifecycle_worker(lifecycle_settings: DcbSettings, tmp_path: Path) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(lifecycle_settings, tmp_path, "worker", grace_ms=3_000)
-    yield process.start()
-    process.stop()
+    yield from running_worker(lifecycle_settings, tmp_path)
 
 
 @pytest.fixture(scope="module")

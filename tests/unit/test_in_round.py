@@ -44,13 +44,7 @@ def command(offset: int, *tags: str) -> Message:
         timestamp=datetime.now(UTC),
     )
     attempt = CommitAttempt(attempt_id=str(uuid.uuid4()), writer_epoch=0, events=[event])
-    record = Command(
-        service_id=SERVICE,
-        command_id=attempt.attempt_id,
-        issued_at=datetime.now(UTC),
-        kind="COMMIT",
-        commit=attempt,
-    )
+    record = Command.of_commit(SERVICE, attempt)
     value = CODEC.encode(record.schema_name, record.to_avro())
     topic = topic_name(SETTINGS.topics, TopicRole.COMMANDS)
     return Message(topic=topic, partition=0, offset=offset, key=SERVICE.encode(), value=value)
