@@ -64,8 +64,9 @@ def archive(
             console.print(f"the log keeps the rest for {report.held_back_by}")
         if report.trim_requested:
             console.print(
-                f"the tag tables of {report.service} drop their events through "
-                f"{report.through} (conditions positioned below it are read over the archive)"
+                f"the tag tables of {report.service} were asked to drop their events through "
+                f"{report.through} (the worker refuses, in its dead letters, a trim above "
+                "the certified prefix)"
             )
 
     emit(as_json, asdict(report), text)

@@ -38,6 +38,7 @@ from streams.kafka.connection import Brokers, connection
 from streams.kafka.refusals import refusal
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.ledger.ledger import validate_attempt
+from streams.model.query import guard_tags
 from streams.model.records import (
     AppendCondition,
     Certificate,
@@ -60,9 +61,6 @@ from streams.subclasses import subclass_tree
 
 log = logging.getLogger("streams.sdk")
 
-# An attempt refused because its condition looks back past what a tag table trimmed is
-# sent again positioned at the trim, at most this many times (once per trimmed table).
-_REPOSITIONS = 8
 _REPOSITIONED = uuid.UUID("6f0b3c4e-8d2a-5b7e-9c1f-2a4d6e8f0b13")  # names derived attempt ids
 
 
@@ -294,7 +292,10 @@ class DcbClient:
                 condition=condition,
             )
         )
-        for _ in range(_REPOSITIONS):
+        # Each refusal names a trimmed table whose trim lies past the position so far, so
+        # there are at most as many as the condition has guard tags.
+        guards = len(guard_tags(attempt.condition)) if attempt.condition else 0
+        for _ in range(guards):
             try:
                 return self._commit(attempt)
             except errors.ConditionBelowArchiveError as exc:
@@ -324,19 +325,22 @@ class DcbClient:
         read of the query over archive and log found no match after the old position (a
         match fails the append as the table would have). The new attempt id derives from
         the old one and the position, so sending the same attempt again (after a timeout,
-        say) ends in the same attempt, answered as before."""
+        say) ends in the same attempt, answered as before: the attempt's own events, found
+        by that read when it committed the first time, are no match."""
         condition = attempt.condition
         trimmed = refused.details.get("trimmedThrough")
         if condition is None or not isinstance(trimmed, str):
             raise refused
-        found = self.read(condition.fail_if_events_match, after=condition.after, limit=1)
-        if found:
+        found, head = self._select(condition.fail_if_events_match, condition.after, None)
+        own = {e.event_id for e in attempt.events}
+        match = next((e for e in found if e.event.event_id not in own), None)
+        if match is not None:
             raise errors.AppendConditionFailed(
                 f"an event matching the condition exists after {condition.after} (read over "
                 "the history archive and the log)",
-                conflictingSuid=found[0].position,
+                conflictingSuid=match.position,
             )
-        if found.head is None or found.head < trimmed:
+        if head is None or head < trimmed:
             raise refused  # the read did not reach the trimmed events: nothing is known
         return attempt.model_copy(
             update={
@@ -353,13 +357,19 @@ class DcbClient:
         """Certified events matching ``query`` (every event when empty) after ``after``, in
         SUID order, at most ``limit``; with the head to use as ``after`` in a condition.
         Threads reading at once share one catch-up (:mod:`streams.sdk.shared_catch_up`)."""
+        found, head = self._select(query, after, limit)
+        return ReadResult(self._opened(found), head)
+
+    def _select(
+        self, query: Sequence[QueryItem], after: str | None, limit: int | None
+    ) -> tuple[list[SequencedEvent], str | None]:
+        """The matches and the head, caught up; payloads as stored (sealed ones unopened)."""
         with self._index_lock:
             mine = self._appended_through  # the appends answered before this call
         self._events_read.wait()
         self._await_own_appends(mine)
         with self._index_lock:
-            found, head = self._events.select(query, after, limit), self._events.head
-        return ReadResult(self._opened(found), head)
+            return self._events.select(query, after, limit), self._events.head
 
     def _await_own_appends(self, mine: str | None) -> None:
         """Read-your-writes. A commit's answer and its events are in one transaction, but

@@ -108,7 +108,7 @@ class TagProcessor(Processor):
                 group = [items[i] for i in indexes]
                 if group[0].action == "TRIM":
                     try:
-                        changed.update(self._trim(partition, group[0]))
+                        self._trim(partition, group[0], changed)
                     except DcbError as exc:
                         self.dead_letter(out, message, exc, group[0].service_id, indexes[0])
                     continue
@@ -144,19 +144,20 @@ class TagProcessor(Processor):
             return one_phase.decide_together(list(zip(tables, group, strict=True)))
         return [tables[0].handle(group[0])]
 
-    def _trim(self, partition: int, trim: TagDelivery) -> set[str]:
+    def _trim(self, partition: int, trim: TagDelivery, changed: set[str]) -> None:
         """Every table of the service in this partition drops its installed events up to
-        the trim's SUID (archived), their rows deleted; the tables it changed."""
+        the trim's SUID (archived), their rows deleted; each table it changed joins
+        ``changed`` at once (its header must be stored with the deletions, also when a
+        later table fails)."""
         service_prefix = table_key(trim.service_id, "")
         stored = (key for key, _ in self.tables["tag-tables"].items(partition))
         keys = {k for k in (*self.live[partition], *stored) if k.startswith(service_prefix)}
-        installed, changed = self.tables["tag-installed"], set()
+        installed = self.tables["tag-installed"]
         for key in sorted(keys):
             table = self._table(partition, trim.service_id, key[len(service_prefix) :])
+            changed.add(key)  # its header: what it dropped, its tombstones
             for index in table.trim(trim.suid):
                 installed.delete(partition, store.installed_key(key, index))
-                changed.add(key)
-        return changed
 
     # --- one-phase attempts decided in the ledger's round ---------------------------------
 

@@ -1,9 +1,10 @@
 """How a tag table is kept in tables: a small header per (service, tag), a row per installed event.
 
-A tag's installed events only grow (every event ever committed at the tag), so storing
-the whole table per step made a delivery cost O(events at the tag) in JSON and changelog
-bytes, and a busy tag (an invoice sequence, a unique-name registry) would outgrow
-Kafka's record size after a few thousand events: the worker could no longer commit.
+A tag's installed events grow with every event committed at the tag (until archived
+ones are trimmed), so storing the whole table per step made a delivery cost O(events at
+the tag) in JSON and changelog bytes, and a busy tag (an invoice sequence, a unique-name
+registry) would outgrow Kafka's record size after a few thousand events: the worker
+could no longer commit.
 Installed events are append-only, so a step writes the header (epoch, head,
 reservations, tombstones, how many are installed) and the rows it appended; the two
 tables always join back into the state. A trim (the events are archived) deletes rows

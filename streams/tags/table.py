@@ -36,10 +36,10 @@ class _Row(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class InstalledEvent:
-    """An event installed at the tag. A tag table keeps every one for as long as it lives
-    (conditions are checked against them), so they are slotted, with their type and tags
-    interned however they are made (pydantic calls ``__post_init__`` too): ~290 bytes each
-    beside their id strings, against ~1,290 as a pydantic model."""
+    """An event installed at the tag. A tag table keeps every one until a trim drops the
+    archived ones (conditions are checked against them), so they are slotted, with their
+    type and tags interned however they are made (pydantic calls ``__post_init__`` too):
+    ~290 bytes each beside their id strings, against ~1,290 as a pydantic model."""
 
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
@@ -85,9 +85,11 @@ class TagTableState(_Row):
     reservations: dict[str, Reservation] = Field(default_factory=dict)
     tombstones: dict[str, int] = Field(default_factory=dict)
     # The newest SUID of the installed events dropped because they are archived (TRIM),
-    # and how many were dropped from the front of ``installed`` (store order) so far.
+    # and how many were dropped from the front of ``installed`` (store order) so far;
+    # the greatest SUID a TRIM named (tombstones at or below it are dropped too).
     trimmed_through: str | None = None
     installed_offset: int = 0
+    archived_through: str | None = None
 
 
 class TagTable:
@@ -122,12 +124,12 @@ class TagTable:
             return self._answer(
                 delivery, "INSTALLED_AND_COVERED", digest=installed.obligation_digest
             )
-        if s.trimmed_through is not None and delivery.suid <= s.trimmed_through:
+        if s.archived_through is not None and delivery.suid <= s.archived_through:
             # A trim comes after its SUIDs are certified: every attempt at or below it was
             # decided, and its deliveries were stepped before the trim's.
             raise TagProtocolError(
                 f"a {delivery.action} of {delivery.suid} at {s.tag}, at or below what the "
-                f"table trimmed ({s.trimmed_through}): its attempt was decided before",
+                f"table trimmed ({s.archived_through}): its attempt was decided before",
                 suid=delivery.suid,
                 tag=s.tag,
             )
@@ -137,9 +139,13 @@ class TagTable:
         """Drop the installed events at or below ``through`` (archived), from the front of
         the store order while they are: an event installed out of SUID order stays until
         those before it go (it is still checked, so nothing is lost). Conditions whose
-        position lies below the newest dropped SUID are refused from now on. The store
-        indexes of the dropped rows."""
+        position lies below the newest dropped SUID are refused from now on. Tombstones
+        at or below ``through`` go too: no delivery of theirs can come any more. The
+        store indexes of the dropped rows."""
         s = self.state
+        s.archived_through = max(s.archived_through or through, through)
+        for fenced in [suid for suid in s.tombstones if suid <= through]:
+            del s.tombstones[fenced]
         dropped = 0
         while dropped < len(s.installed) and s.installed[dropped].suid <= through:
             dropped += 1

@@ -121,10 +121,14 @@ def test_tag_tables_drop_what_is_archived_and_conditions_below_it_are_read_over_
                 AppendCondition(fail_if_events_match=course, after=archived[0]),
             )
         cancelled = [QueryItem(types=["Cancelled"], tags=["course:c1"])]
-        done = late.append(
-            [Event("Cancelled", {}, ["course:c1", "student:y"])],
-            AppendCondition(fail_if_events_match=cancelled),
-        )
+        unique = AppendCondition(fail_if_events_match=cancelled)  # no position: refused first
+        event = Event("Cancelled", {}, ["course:c1", "student:y"]).stored()
+        first = str(uuid.uuid4())
+        done = late.append([event], unique, attempt_id=first)
+        # The same call again (its answer lost, say) is answered as the first time: the
+        # read finds the attempt's own event, which is no match.
+        again = late.append([event], unique, attempt_id=first)
+        assert (again.attempt_id, again.suids) == (done.attempt_id, done.suids)
         late.close()
 
     # A worker started again restores the trimmed tables: the same refusal (for a query no

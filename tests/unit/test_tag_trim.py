@@ -23,12 +23,18 @@ KEY = "svc\x1ft"
 
 @dataclass(frozen=True)
 class History:
-    """Events 1..n at tag ``t`` (some also at ``u``), of type A or B, installed in
-    ``order`` (two-phase installs come out of SUID order)."""
+    """Events 1..n at tag ``t`` (some also at ``u``), of type A or B, decided in ``order``
+    (two-phase installs come out of SUID order): installed, or fenced (a tombstone)."""
 
     types: list[str]
     also_u: list[bool]
     order: list[int]
+    fenced: list[bool]
+
+    @property
+    def installed(self) -> list[int]:
+        """The installed events' SUID numbers in store order."""
+        return [n + 1 for n in self.order if not self.fenced[n]]
 
     def table(self) -> TagTable:
         table = TagTable(TagTableState(service_id="svc", tag="t"))
@@ -37,7 +43,8 @@ class History:
             ev = ev.model_copy(update={"event_type": self.types[n - 1]})
             assert table.handle(delivery("PREPARE", suid(n), event=ev)).status == "PREPARED"
         for n in self.order:
-            table.handle(delivery("INSTALL", suid(n + 1)))
+            action = "FENCE" if self.fenced[n] else "INSTALL"
+            table.handle(delivery(action, suid(n + 1), fence_epoch=1))
         return table
 
 
@@ -48,6 +55,7 @@ def histories(draw: st.DrawFn) -> History:
         types=draw(st.lists(st.sampled_from("AB"), min_size=n, max_size=n)),
         also_u=draw(st.lists(st.booleans(), min_size=n, max_size=n)),
         order=draw(st.permutations(range(n))),
+        fenced=draw(st.lists(st.booleans(), min_size=n, max_size=n)),
     )
 
 
@@ -85,14 +93,21 @@ def test_a_trimmed_table_decides_as_the_whole_one_or_refuses_with_its_own_code(
 ) -> None:
     whole, trimmed = history.table(), history.table()
     dropped = trimmed.trim(suid(through))
-    # Dropped: the longest front of the store order at or below the trim, nothing else.
-    front = 0
-    while front < len(history.order) and history.order[front] + 1 <= through:
+    # Dropped: the longest front of the store order at or below the trim, nothing else,
+    # and every tombstone at or below it.
+    installed, front = history.installed, 0
+    while front < len(installed) and installed[front] <= through:
         front += 1
     assert list(dropped) == list(range(front))
-    assert [e.suid for e in trimmed.state.installed] == [suid(n + 1) for n in history.order[front:]]
-    newest = max((n + 1 for n in history.order[:front]), default=None)
+    assert [e.suid for e in trimmed.state.installed] == [suid(n) for n in installed[front:]]
+    newest = max(installed[:front], default=None)
     assert trimmed.state.trimmed_through == (None if newest is None else suid(newest))
+    fenced = [n + 1 for n in history.order if history.fenced[n]]
+    assert sorted(trimmed.state.tombstones) == [suid(n) for n in sorted(fenced) if n > through]
+    for n in fenced:  # a delivery of a dropped tombstone can no longer come: an error
+        if n <= through:
+            with pytest.raises(TagProtocolError):
+                trimmed.handle(delivery("FENCE", suid(n), fence_epoch=1))
     for i, (query, after) in enumerate(checks):
         n = 100 + i
         expected, got = vote(whole, n, query, after), vote(trimmed, n, query, after)
@@ -108,15 +123,16 @@ def test_a_trimmed_table_decides_as_the_whole_one_or_refuses_with_its_own_code(
     rows = dict(tag_store.writes_for(whole.state, KEY, 0).installed)  # stored before the trim
     for index in dropped:
         del rows[tag_store.installed_key(KEY, index)]
-    writes = tag_store.writes_for(trimmed.state, KEY, len(history.order))
+    writes = tag_store.writes_for(trimmed.state, KEY, len(installed))
     assert writes.installed == {}  # a trim writes no row: it deletes
     restored = tag_store.restore(KEY, writes.header, rows.get)
     assert restored == trimmed.state
-    assert tag_store.installed_count(restored) == len(history.order)
+    assert tag_store.installed_count(restored) == len(installed)
 
 
 def test_a_delivery_for_a_trimmed_suid_is_a_protocol_error_and_a_trim_again_drops_nothing() -> None:
-    table = History(types=["A"] * 3, also_u=[False] * 3, order=[0, 1, 2]).table()
+    history = History(types=["A"] * 3, also_u=[False] * 3, order=[0, 1, 2], fenced=[False] * 3)
+    table = history.table()
     assert list(table.trim(suid(2))) == [0, 1]
     for action in ("PREPARE", "INSTALL", "FENCE"):
         with pytest.raises(TagProtocolError):
