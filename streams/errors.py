@@ -185,7 +185,8 @@ class ConditionBelowArchiveError(DcbError):
     """A condition's position lies below what a tag table trimmed (its events are in the
     history archive), so the table cannot check it. ``DcbClient.append`` answers it by
     reading the query over archive and log and sending the attempt again positioned at
-    the trimmed SUID (``trimmedThrough``); only a caller of the raw protocol sees it."""
+    the trimmed SUID (``trimmedThrough``); its caller sees it only when that read could
+    not reach the trim or the trims kept moving (an archive run in between)."""
 
     code = "condition_below_archive"
 

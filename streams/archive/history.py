@@ -178,8 +178,10 @@ def archive_service(
     if settings.archive.crash_at == CRASH_AFTER_APPEND:
         log.error("crash point %s: exiting before the log is truncated", CRASH_AFTER_APPEND)
         os._exit(70)
-    services = {r.service_id for r in partition.records}
-    archived = {s: archived_through(store.headers(s)) for s in services}
+    archived_now = archived_through(store.headers(service))
+    neighbours = {r.service_id for r in partition.records} - {service}
+    archived = {s: archived_through(store.headers(s)) for s in neighbours}
+    archived[service] = archived_now
     cut = truncation_offset(partition.records, archived, partition.end)
     blocker = next((r.service_id for r in partition.records if r.offset == cut), None)
     keep_from, projection = projections_keep_from(settings, partition.number)
@@ -188,7 +190,6 @@ def archive_service(
     if cut > partition.low:
         _delete_records(settings, partition.number, cut)
     dropped = sum(1 for r in partition.records if r.offset < cut)
-    archived_now = archived_through(store.headers(service))
     if archived_now is not None:  # the tables drop it too, whatever the log keeps
         request_trim(settings, service, min(archived_now, through))
     return ArchiveReport(

@@ -134,6 +134,14 @@ def tag_partition(service_id: str, tag: str, settings: TopicSettings) -> int:
     return key_partition(key.encode(), settings.tag_partitions)
 
 
+def service_tag_partitions(service_id: str, settings: TopicSettings) -> Sequence[int]:
+    """Every tag partition a service's tables may lie in: its own under the service
+    placement, any under the tag placement."""
+    if settings.tag_placement == "service":
+        return (tag_partition(service_id, "", settings),)
+    return range(settings.tag_partitions)
+
+
 def owned_prefixes(settings: DcbSettings) -> list[str]:
     """The name prefixes of every topic these settings make: the commit path's topics and
     the worker's table changelogs (a bench run deletes them by these)."""

@@ -18,7 +18,7 @@ Tables: ``ledgers`` (a header per service), ``inflight`` (an attempt in flight p
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import groupby
@@ -30,7 +30,7 @@ from streams.errors import DcbError, LedgerError
 from streams.kafka.changelog import Rows
 from streams.kafka.checkpoint import Round
 from streams.kafka.processor import Processor
-from streams.kafka.topic_catalog import TopicRole, tag_partition
+from streams.kafka.topic_catalog import TopicRole, service_tag_partitions, tag_partition
 from streams.ledger import store
 from streams.ledger.ledger import IssuanceLedger, Step
 from streams.ledger.state import CompletedAttempt, LedgerState
@@ -213,10 +213,11 @@ class LedgerProcessor(Processor):
         batch.allocations += step.allocations
         topics = self.settings.topics
         for delivery in step.deliveries:
-            if delivery.action == "TRIM" and topics.tag_placement == "tag":
-                every: Iterable[int] = range(topics.tag_partitions)  # the service's tags: anywhere
-            else:
-                every = (tag_partition(service_id, delivery.tag, topics),)
+            every = (  # a TRIM is for every table of the service
+                service_tag_partitions(service_id, topics)
+                if delivery.action == "TRIM"
+                else (tag_partition(service_id, delivery.tag, topics),)
+            )
             for to in every:
                 batch.deliveries.setdefault(to, []).append(delivery)
         batch.events += step.events

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.errors import TagProtocolError
+from streams.errors import TagProtocolError, TrimRefusedError
 from streams.ledger.ledger import IssuanceLedger
 from streams.ledger.state import LedgerState
 from streams.model.records import AppendCondition, QueryItem, TagDelivery
@@ -153,10 +153,10 @@ def test_the_ledger_sends_a_trim_only_of_certified_history() -> None:
     )
     trim = _trim(ledger.trim(suid(7), "r1").deliveries)
     assert (trim.action, trim.suid, trim.tag, trim.attempt_id) == ("TRIM", suid(7), "", "r1")
-    with pytest.raises(Exception) as above:
+    with pytest.raises(TrimRefusedError) as above:
         ledger.trim(suid(8), "r2")
-    assert getattr(above.value, "code", None) == "trim_refused"
+    assert above.value.code == "trim_refused"
     bare = IssuanceLedger(LedgerState(service_id="svc", allocator_lineage_id="L"), 1000)
-    with pytest.raises(Exception) as none_yet:
+    with pytest.raises(TrimRefusedError) as none_yet:
         bare.trim(suid(1), "r3")
-    assert getattr(none_yet.value, "code", None) == "trim_refused"
+    assert none_yet.value.code == "trim_refused"

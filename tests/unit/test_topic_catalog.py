@@ -7,6 +7,7 @@ from streams.kafka.partitioner import key_partition
 from streams.kafka.topic_catalog import (
     TopicRole,
     ledger_partition,
+    service_tag_partitions,
     tag_partition,
     topic_specs,
 )
@@ -93,3 +94,13 @@ def test_the_tag_placement_puts_a_services_tags_in_one_partition_or_spreads_them
         assert ledger_partition(service, by_tag) == key_partition(service.encode(), 6)
     # services spread over the tag partitions with the service placement
     assert {tag_partition(f"s{i}", "t", by_service) for i in range(200)} == set(range(12))
+
+
+def test_a_service_tables_lie_in_its_own_tag_partition_or_in_any() -> None:
+    """Where a TRIM for every table of a service goes, by placement."""
+    by_service = TopicSettings(prefix="x.", tag_partitions=16, tag_placement="service")
+    (own,) = service_tag_partitions("svc", by_service)
+    assert {tag_partition("svc", f"t{n}", by_service) for n in range(50)} == {own}
+    by_tag = TopicSettings(prefix="x.", tag_partitions=16, tag_placement="tag")
+    spread = {tag_partition("svc", f"t{n}", by_tag) for n in range(200)}
+    assert spread == set(service_tag_partitions("svc", by_tag)) == set(range(16))
