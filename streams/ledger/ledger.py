@@ -422,6 +422,7 @@ class IssuanceLedger:
             condition=attempt.condition if action == "PREPARE" else None,
             event=candidate.event if action == "PREPARE" else None,
             one_phase=attempt.one_phase and action == "PREPARE",
+            settled_through=self.state.closed_prefix,
         )
 
     # --- settling, the prefix, answers --------------------------------------------------

@@ -197,6 +197,7 @@ class TagDelivery(TargetRecord):
     condition: AppendCondition | None = None
     event: EventData | None = None
     one_phase: bool = False
+    settled_through: str | None = None
 
 
 class TagDeliveryBatch(AvroRecord):

@@ -6,6 +6,10 @@ reservations (a pending event that would match blocks, conservatively), checks t
 writer epoch, then reserves. INSTALL turns the reservation into a visible event;
 FENCE drops it and leaves a tombstone that answers every later delivery for that
 SUID. Every answer is idempotent: a redelivered record gets the same answer. A
+delivery also says how far the ledger has settled the service (its closed prefix: at
+or below it every target is installed or fenced, at every tag); below that a SUID the
+table does not hold installed is fenced, so its tombstone goes (a contended tag, whose
+refused attempts each left one, would otherwise grow its header without end). A
 one-phase attempt's targets are decided together, across tables, by
 :mod:`streams.tags.partition`.
 """
@@ -90,6 +94,9 @@ class TagTableState(_Row):
     trimmed_through: str | None = None
     installed_offset: int = 0
     archived_through: str | None = None
+    # The greatest closed prefix a delivery carried: at or below it, what is not
+    # installed is fenced (its tombstone is dropped).
+    settled_through: str | None = None
 
 
 class TagTable:
@@ -115,8 +122,10 @@ class TagTable:
         return self.install(delivery)
 
     def terminal_answer(self, delivery: TagDelivery) -> TagResolution | None:
-        """The evidence again, when the target is installed or tombstoned already."""
+        """The evidence again, when the target is installed or fenced already (first
+        taking in how far the delivery says the ledger has settled)."""
         s = self.state
+        self._settle(delivery.settled_through)
         if delivery.suid in s.tombstones:
             return self._answer(delivery, "ABSENT_AND_IRREVOCABLY_FENCED")
         installed = self._installed_by_suid.get(delivery.suid)
@@ -133,7 +142,19 @@ class TagTable:
                 suid=delivery.suid,
                 tag=s.tag,
             )
+        if s.settled_through is not None and delivery.suid <= s.settled_through:
+            # Settled and not installed here: fenced (its tombstone was dropped), or a
+            # target the ledger fenced before this table heard of it.
+            return self._answer(delivery, "ABSENT_AND_IRREVOCABLY_FENCED")
         return None
+
+    def _settle(self, through: str | None) -> None:
+        s = self.state
+        if through is None or (s.settled_through is not None and through <= s.settled_through):
+            return
+        s.settled_through = through
+        for fenced in [suid for suid in s.tombstones if suid <= through]:
+            del s.tombstones[fenced]
 
     def trim(self, through: str) -> range:
         """Drop the installed events at or below ``through`` (archived), from the front of

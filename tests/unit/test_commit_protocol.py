@@ -467,6 +467,10 @@ def check_invariants(pipe: Pipeline, submitted: list[CommitAttempt]) -> None:
     for event in pipe.events:
         assert all((tag, event.suid) in installed for tag in event.event.tags)
     assert {suid for _, suid in installed} == committed
+    # Nothing holds a tag once settled: a late delivery of a settled, fenced target (its
+    # tombstone dropped once a later delivery said the prefix passed it) reserved nothing.
+    assert all(t.state.reservations == {} for t in tables.values())
+    note_event(f"tombstones kept={min(sum(len(t.state.tombstones) for t in tables.values()), 3)}")
     # Consistent: an independent fold over the published log.
     per_course: Counter[str] = Counter()
     per_student: Counter[str] = Counter()

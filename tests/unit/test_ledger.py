@@ -441,6 +441,46 @@ def test_tag_table_refuses_stale_epochs_and_honours_tombstones_forever() -> None
         table.handle(delivery("INSTALL", suid(3)))
 
 
+def test_a_settled_fenced_target_keeps_no_tombstone_and_is_still_refused() -> None:
+    """Past the closed prefix a later delivery carries, what is not installed is fenced:
+    the tombstone goes, and a late PREPARE, INSTALL or FENCE of it is answered fenced,
+    reserving and installing nothing (also after a restore)."""
+    table = TagTable(TagTableState(service_id="svc", tag="t"))
+    assert table.handle(delivery("PREPARE", suid(1), event=event(1, "t"))).status == "PREPARED"
+    assert table.handle(delivery("INSTALL", suid(1))).status == "INSTALLED_AND_COVERED"
+    assert table.handle(delivery("FENCE", suid(2), fence_epoch=3)).tombstone_epoch == 3
+    assert table.handle(delivery("FENCE", suid(4), fence_epoch=3)).tombstone_epoch == 3
+    later = delivery("PREPARE", suid(5), event=event(5, "t"), settled_through=suid(3))
+    assert table.handle(later).status == "PREPARED"
+    assert list(table.state.tombstones) == [suid(4)]  # above the prefix: kept
+    writes = tag_store.writes_for(table.state, "t", 0)
+    restored = TagTable(tag_store.restore("t", writes.header, writes.installed.get))
+    for late in (table, restored):
+        for action in ("PREPARE", "INSTALL", "FENCE"):
+            again = late.handle(delivery(action, suid(2), event=event(2, "t")))
+            assert again.status == "ABSENT_AND_IRREVOCABLY_FENCED"
+        assert suid(2) not in late.state.reservations
+        assert late.handle(delivery("INSTALL", suid(1))).status == "INSTALLED_AND_COVERED"
+    assert [e.suid for e in table.state.installed] == [suid(1)]
+
+
+def test_refused_attempts_on_a_contended_tag_leave_a_bounded_header() -> None:
+    """Each refused one-phase attempt fences its target; the prefix the next deliveries
+    carry lets the table drop those tombstones, so its header stops growing."""
+    ledger, tags = new_ledger(), Tags()
+    run(ledger, tags, ledger.register(attempt("first", event(0, "name:ann")), T0))
+    for n in range(1, 200):
+        taken = ledger.register(
+            attempt(f"a{n}", event(n, "name:ann"), condition=unique("name:ann")), T0
+        )
+        done = run(ledger, tags, taken)
+        merge(done, ledger.publish(T0))
+        assert done.results[0].outcome == "REJECTED"
+    assert len(tags.tables["name:ann"].state.tombstones) <= 1
+    header = tag_store.writes_for(tags.tables["name:ann"].state, "name:ann", 1).header
+    assert len(header) < 1_000
+
+
 def test_a_guard_tag_the_event_does_not_carry_is_checked_but_never_installed() -> None:
     ledger, tags = new_ledger(), Tags()
     run(ledger, tags, ledger.register(attempt("a1", event(1, "course:c1")), T0))
