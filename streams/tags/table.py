@@ -7,9 +7,10 @@ writer epoch, then reserves. INSTALL turns the reservation into a visible event;
 FENCE drops it and leaves a tombstone that answers every later delivery for that
 SUID. Every answer is idempotent: a redelivered record gets the same answer. A
 delivery also says how far the ledger has settled the service (its closed prefix: at
-or below it every target is installed or fenced, at every tag); below that a SUID the
-table does not hold installed is fenced, so its tombstone goes (a contended tag, whose
-refused attempts each left one, would otherwise grow its header without end). A
+or below it every target is installed or fenced, at every tag); there a SUID the table
+does not hold installed was fenced (or was a check-only target: it leaves no trace), so
+its tombstone goes, and so would a reservation (a contended tag, whose refused attempts
+each left a tombstone, would otherwise grow its header without end). A
 one-phase attempt's targets are decided together, across tables, by
 :mod:`streams.tags.partition`.
 """
@@ -143,8 +144,9 @@ class TagTable:
                 tag=s.tag,
             )
         if s.settled_through is not None and delivery.suid <= s.settled_through:
-            # Settled and not installed here: fenced (its tombstone was dropped), or a
-            # target the ledger fenced before this table heard of it.
+            # Settled and not installed here: fenced (its tombstone was dropped), fenced
+            # before this table heard of it, or a check-only target. The ledger has every
+            # target there terminal already, so it ignores the answer.
             return self._answer(delivery, "ABSENT_AND_IRREVOCABLY_FENCED")
         return None
 
@@ -155,6 +157,8 @@ class TagTable:
         s.settled_through = through
         for fenced in [suid for suid in s.tombstones if suid <= through]:
             del s.tombstones[fenced]
+        for stale in [suid for suid in s.reservations if suid <= through]:
+            del s.reservations[stale]  # terminal everywhere: a late PREPARE's leftover
 
     def trim(self, through: str) -> range:
         """Drop the installed events at or below ``through`` (archived), from the front of

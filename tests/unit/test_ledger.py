@@ -450,9 +450,12 @@ def test_a_settled_fenced_target_keeps_no_tombstone_and_is_still_refused() -> No
     assert table.handle(delivery("INSTALL", suid(1))).status == "INSTALLED_AND_COVERED"
     assert table.handle(delivery("FENCE", suid(2), fence_epoch=3)).tombstone_epoch == 3
     assert table.handle(delivery("FENCE", suid(4), fence_epoch=3)).tombstone_epoch == 3
+    # a reservation the prefix will pass: only a late PREPARE could leave one there
+    assert table.handle(delivery("PREPARE", suid(3), event=event(3, "x"))).status == "PREPARED"
     later = delivery("PREPARE", suid(5), event=event(5, "t"), settled_through=suid(3))
     assert table.handle(later).status == "PREPARED"
     assert list(table.state.tombstones) == [suid(4)]  # above the prefix: kept
+    assert list(table.state.reservations) == [suid(5)]
     writes = tag_store.writes_for(table.state, "t", 0)
     restored = TagTable(tag_store.restore("t", writes.header, writes.installed.get))
     for late in (table, restored):
@@ -462,6 +465,42 @@ def test_a_settled_fenced_target_keeps_no_tombstone_and_is_still_refused() -> No
         assert suid(2) not in late.state.reservations
         assert late.handle(delivery("INSTALL", suid(1))).status == "INSTALLED_AND_COVERED"
     assert [e.suid for e in table.state.installed] == [suid(1)]
+
+
+def test_late_deliveries_of_a_settled_candidate_change_nothing_while_its_attempt_is_open() -> None:
+    """Two-phase: the prefix passes an attempt's first candidate (its event's tag and a
+    check-only guard tag installed) while its second waits for its INSTALL. Late PREPAREs
+    and INSTALLs of the first, after a later delivery told both tables the prefix, are
+    answered without reserving and without changing the ledger; then the attempt commits."""
+    ledger, tags = new_ledger(), Tags()
+    first = ledger.register(attempt("m", event(1, "a"), event(2, "b"), condition=unique("g")), T0)
+    decided: list[TagDelivery] = []
+    for answer in tags.answer(first.deliveries):
+        decided += settle(ledger, answer).deliveries
+    installs = {d.tag: d for d in decided}
+    assert sorted(installs) == ["a", "b", "g"] and {d.action for d in decided} == {"INSTALL"}
+    held = installs.pop("b")
+    for answer in tags.answer(list(installs.values())):
+        assert settle(ledger, answer).results == []
+    settled = installs["a"].suid
+    assert ledger.state.closed_prefix == settled < held.suid
+    later = ledger.register(attempt("n", event(3, "a", "g")), T0)
+    assert {d.settled_through for d in later.deliveries} == {settled}
+    for answer in tags.answer(later.deliveries):  # votes only: n waits for its decision
+        assert answer.status == "PREPARED"
+    before = ledger.state.model_dump()
+    late = [d for d in (*first.deliveries, *installs.values()) if d.suid == settled]
+    assert sorted(d.tag for d in late) == ["a", "a", "g", "g"]
+    for answer in tags.answer(late):
+        assert answer.status in ("INSTALLED_AND_COVERED", "ABSENT_AND_IRREVOCABLY_FENCED")
+        assert settle(ledger, answer) == Step()
+    assert ledger.state.model_dump() == before
+    assert settled not in tags.table("g").state.reservations
+    assert settled not in tags.table("a").state.reservations
+    done = run(ledger, tags, Step(deliveries=[held]))
+    (result,) = done.results
+    assert (result.attempt_id, result.outcome) == ("m", "COMMITTED")
+    assert [e.event_id for e in tags.table("a").state.installed] == ["e1"]
 
 
 def test_refused_attempts_on_a_contended_tag_leave_a_bounded_header() -> None:
