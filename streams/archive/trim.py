@@ -9,12 +9,9 @@ truncation: a crash in between leaves the tables whole, and the next run asks ag
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaError, Message
-
 from streams.codec import codec_from_settings
-from streams.errors import KafkaUnavailableError
 from streams.kafka import clients
-from streams.kafka.refusals import refusal
+from streams.kafka.refusals import produce_confirmed
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.model.records import Command, TrimRequest
 from streams.settings import DcbSettings
@@ -29,17 +26,7 @@ def request_trim(settings: DcbSettings, service_id: str, through: str) -> None:
     dropped through ``through`` already drops nothing more)."""
     command = trim_command(service_id, through, "dcb archive")
     value = codec_from_settings(settings).encode(command.schema_name, command.to_avro())
-    failures: list[KafkaError] = []
-
-    def delivered(err: KafkaError | None, _message: Message) -> None:
-        if err is not None:
-            failures.append(err)
-
     producer = clients.producer(settings.kafka)
     topic = topic_name(settings.topics, TopicRole.COMMANDS)
-    producer.produce(topic, key=service_id.encode(), value=value, on_delivery=delivered)
-    if producer.flush(30) > 0:
-        raise KafkaUnavailableError(f"the TRIM command for {service_id} was not sent in 30 s")
-    if failures:
-        refused = refusal(failures[0], "sending the TRIM command")
-        raise refused or KafkaUnavailableError(f"sending the TRIM command: {failures[0]}")
+    what = f"sending the TRIM command for {service_id}"
+    produce_confirmed(producer, topic, service_id.encode(), value, what, 30)

@@ -7,9 +7,10 @@ reaches callers as :class:`~streams.errors.NotAuthorizedError`, never as a retry
 
 from __future__ import annotations
 
+import threading
 import time
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from streams.errors import DcbError, KafkaUnavailableError, NotAuthorizedError
 from streams.kafka import clients
@@ -37,6 +38,29 @@ def refusal(error: KafkaError | KafkaException | None, what: str) -> NotAuthoriz
     if error is None or error.code() not in _REFUSALS:
         return None
     return NotAuthorizedError(f"the broker refused {what}: {error.str()}", kafka_error=error.name())
+
+
+def produce_confirmed(
+    producer: Producer, topic: str, key: bytes, value: bytes, what: str, timeout_s: float
+) -> None:
+    """Produce one record and return once the broker has it. A refusal raises
+    :class:`~streams.errors.NotAuthorizedError`; any other failure, or no answer within
+    ``timeout_s``, :class:`~streams.errors.KafkaUnavailableError`."""
+    answered = threading.Event()  # another thread may serve the report (a shared producer)
+    failed: list[KafkaError] = []
+
+    def delivered(err: KafkaError | None, _message: Message) -> None:
+        if err is not None:
+            failed.append(err)
+        answered.set()
+
+    deadline = time.monotonic() + timeout_s
+    producer.produce(topic, key=key, value=value, on_delivery=delivered)
+    producer.flush(timeout_s)
+    if not answered.wait(max(deadline - time.monotonic(), 0.0)):
+        raise KafkaUnavailableError(f"{what}: not sent within {timeout_s:g} s", topic=topic)
+    if failed:
+        raise refusal(failed[0], what) or KafkaUnavailableError(f"{what}: {failed[0]}")
 
 
 def unreachable(brokers: Brokers, exc: KafkaException, what: str) -> DcbError:

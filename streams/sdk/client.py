@@ -35,7 +35,7 @@ from streams.erasure.sealing import seal, sealed_subject, subject_of
 from streams.errors import DcbError, KafkaUnavailableError
 from streams.kafka import clients
 from streams.kafka.connection import Brokers, connection
-from streams.kafka.refusals import refusal
+from streams.kafka.refusals import produce_confirmed, refusal
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.ledger.ledger import validate_attempt
 from streams.model.query import guard_tags
@@ -169,10 +169,18 @@ class CommitChannel:
         """Queue ``command`` (a model: it conforms to its schema); librdkafka sends what the
         writers queue together, and ``delivered`` hears how that went (the listener serves
         delivery reports: a ``poll`` here would let go of the GIL on every append)."""
+        topic, key, value = self._record(command)
+        self._producer.produce(topic, key=key, value=value, on_delivery=delivered)
+
+    def send_confirmed(self, command: Command, what: str, timeout_s: float) -> None:
+        """Send ``command`` and return once the broker has it (raising why it has not)."""
+        topic, key, value = self._record(command)
+        produce_confirmed(self._producer, topic, key, value, what, timeout_s)
+
+    def _record(self, command: Command) -> tuple[str, bytes, bytes]:
         value = self.codec.encode(command.schema_name, command.to_avro(), check=False)
         topic = topic_name(self.settings.topics, TopicRole.COMMANDS)
-        key = command.service_id.encode()
-        self._producer.produce(topic, key=key, value=value, on_delivery=delivered)
+        return topic, command.service_id.encode(), value
 
     def _take(self, attempt_id: str, only: _Answer | None = None) -> _Answer | None:
         """The answer awaited for ``attempt_id`` (``only`` that one: a failed send must
@@ -182,9 +190,6 @@ class CommitChannel:
             if waiting is None or (only is not None and waiting is not only):
                 return None
             return self._waiting.pop(attempt_id)
-
-    def flush(self, timeout_s: float = 10) -> None:
-        self._producer.flush(timeout_s)
 
     def _listen(self) -> None:
         def deliver(message: Message) -> None:
@@ -483,9 +488,10 @@ class DcbClient:
                 self._certificate = record
 
     def reconcile(self, skip_grace: bool = False) -> None:
-        """Ask the service's ledger for a reconcile pass (``skip_grace``: fence now)."""
-        self._channel.send(reconcile_command(self.service_id, skip_grace, "sdk"))
-        self._channel.flush()
+        """Ask the service's ledger for a reconcile pass (``skip_grace``: fence now); returns
+        once the broker has the request, raises why it could not be sent otherwise."""
+        command = reconcile_command(self.service_id, skip_grace, "sdk")
+        self._channel.send_confirmed(command, "sending the reconcile request", self.timeout_s)
 
     def close(self) -> None:
         """Close the read tails, and the channel unless it is borrowed (``for_service``)."""

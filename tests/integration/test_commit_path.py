@@ -23,6 +23,7 @@ from streams.demo.courses import define_courses, run_subscriptions
 from streams.errors import (
     AnswerTimeoutError,
     AppendConditionFailed,
+    KafkaUnavailableError,
     ReservationExpiredError,
     StaleFenceError,
     TooManyTagsError,
@@ -44,7 +45,7 @@ from streams.model.records import (
 )
 from streams.sdk import DcbClient
 from streams.settings import DcbSettings
-from tests.integration.kafka_helpers import produce_all, read_all, records_on
+from tests.integration.kafka_helpers import create_topic, produce_all, read_all, records_on
 from tests.integration.load import registered
 from tests.integration.workers import WorkerProcess
 
@@ -320,6 +321,19 @@ def test_a_writer_dying_between_allocation_and_delivery_is_fenced_by_the_reconci
             assert not any(e.event.event_id == solo.event_id for e in client.read())
     finally:
         faulty.stop()
+
+
+def test_a_reconcile_request_that_never_lands_is_an_error_not_a_silent_return(
+    settings: DcbSettings, bootstrap_servers: str
+) -> None:
+    """Only the answers' topic exists (a write never creates a topic here): the request
+    cannot land, and the call says so within the client's timeout."""
+    create_topic(bootstrap_servers, topic_name(settings.topics, TopicRole.COMMIT_RESULTS))
+    with DcbClient(service_id="ops", settings=settings, timeout_s=3) as client:
+        started = time.monotonic()
+        with pytest.raises(KafkaUnavailableError, match="reconcile request"):
+            client.reconcile(skip_grace=True)
+        assert 3 <= time.monotonic() - started < 10
 
 
 def test_invoice_numbers_have_no_gap_and_no_duplicate_under_concurrent_writers(
