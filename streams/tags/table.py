@@ -21,7 +21,7 @@ import json
 import sys
 from bisect import insort
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -155,10 +155,8 @@ class TagTable:
         if through is None or (s.settled_through is not None and through <= s.settled_through):
             return
         s.settled_through = through
-        for fenced in [suid for suid in s.tombstones if suid <= through]:
-            del s.tombstones[fenced]
-        for stale in [suid for suid in s.reservations if suid <= through]:
-            del s.reservations[stale]  # terminal everywhere: a late PREPARE's leftover
+        _drop_through(s.tombstones, through)
+        _drop_through(s.reservations, through)  # only a late PREPARE could leave one
 
     def trim(self, through: str) -> range:
         """Drop the installed events at or below ``through`` (archived), from the front of
@@ -169,8 +167,7 @@ class TagTable:
         store indexes of the dropped rows."""
         s = self.state
         s.archived_through = max(s.archived_through or through, through)
-        for fenced in [suid for suid in s.tombstones if suid <= through]:
-            del s.tombstones[fenced]
+        _drop_through(s.tombstones, through)
         dropped = 0
         while dropped < len(s.installed) and s.installed[dropped].suid <= through:
             dropped += 1
@@ -319,6 +316,12 @@ class TagTable:
             tombstone_epoch=self.state.tombstones.get(delivery.suid),
             rejection=rejection,
         )
+
+
+def _drop_through(by_suid: dict[str, Any], through: str) -> None:
+    """Delete the entries keyed by a SUID at or below ``through``."""
+    for suid in [suid for suid in by_suid if suid <= through]:
+        del by_suid[suid]
 
 
 def _suid(event: InstalledEvent) -> str:
