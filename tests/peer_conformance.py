@@ -102,16 +102,16 @@ class PeerStoreContract:
         a, b = _tag("a"), _tag("b")
         store.append(
             [
-                Event("X", (a,), b"a"),
-                Event("Y", (a, b), b"ab"),
-                Event("Z", (a, b), b"z"),
-                Event("X", (b,), b"b"),
+                Event("X", (a,), b'"a"'),
+                Event("Y", (a, b), b'"ab"'),
+                Event("Z", (a, b), b'"z"'),
+                Event("X", (b,), b'"b"'),
             ]
         )
         both = store.read(Query((QueryItem(("X", "Y"), (a, b)),)))
-        assert [e.event.data for e in both] == [b"ab"]
+        assert [e.event.data for e in both] == [b'"ab"']
         either = store.read(Query((QueryItem(("X",), (a,)), QueryItem(("Z",), (b,)))))
-        assert [e.event.data for e in either] == [b"a", b"z"]
+        assert [e.event.data for e in either] == [b'"a"', b'"z"']
 
     def test_read_after_a_position_leaves_it_and_earlier_out(self, store: PeerStore) -> None:
         tag = _tag("a")
@@ -134,7 +134,7 @@ class PeerStoreContract:
         tag, other = _tag("a"), _tag("b")
         query = Query((QueryItem(("E",), (tag,)),))
         seen = store.append([Event("E", (tag,), b"1")])
-        store.append([Event("E", (other,), b"elsewhere"), Event("F", (tag,), b"other type")])
+        store.append([Event("E", (other,), b'"elsewhere"'), Event("F", (tag,), b'"other type"')])
         store.append([Event("E", (tag,), b"2")], Condition(query, seen))
         assert [e.event.data for e in store.read(query)] == [b"1", b"2"]
 

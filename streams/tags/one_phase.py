@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from streams.errors import TagProtocolError
+from streams.model.digests import obligation_digest
 from streams.model.records import TagDelivery, TagResolution
 from streams.tags.table import TagTable
 
@@ -58,7 +59,12 @@ def decide_together(targets: Sequence[tuple[TagTable, TagDelivery]]) -> list[Tag
             f"one-phase attempt {first.attempt_id} is terminal at some targets only",
             attempt_id=first.attempt_id,
         )
-    votes = [table.prepare(delivery) for table, delivery in targets]
+    # Every target of an event reserves the same obligation: its digest is taken once.
+    digests: dict[str, str] = {}
+    for _, delivery in targets:
+        if delivery.event is not None and delivery.suid not in digests:
+            digests[delivery.suid] = obligation_digest(delivery.event)
+    votes = [table.prepare(delivery, digests.get(delivery.suid)) for table, delivery in targets]
     refused = next((vote for vote in votes if vote.status == "REJECTED"), None)
     if refused is None:
         return [table.install(delivery) for table, delivery in targets]

@@ -214,8 +214,9 @@ class TagTable:
             s.head = max(s.head or reservation.suid, reservation.suid)
         return self._answer(delivery, "INSTALLED_AND_COVERED", digest=reservation.obligation_digest)
 
-    def prepare(self, delivery: TagDelivery) -> TagResolution:
-        """Check the condition and the writer epoch; reserve and vote PREPARED, or REJECTED."""
+    def prepare(self, delivery: TagDelivery, digest: str | None = None) -> TagResolution:
+        """Check the condition and the writer epoch; reserve and vote PREPARED, or REJECTED.
+        ``digest``: the event's obligation digest, when the caller has it already."""
         s = self.state
         if delivery.suid in s.reservations:
             return self._answer(delivery, "PREPARED")
@@ -252,7 +253,7 @@ class TagTable:
             event_id=event.event_id,
             event_type=event.event_type,
             tags=tuple(event.tags),
-            obligation_digest=obligation_digest(event),
+            obligation_digest=digest or obligation_digest(event),
             check_only=s.tag not in event.tags,
         )
         return self._answer(delivery, "PREPARED")

@@ -21,6 +21,7 @@ from streams.errors import (
 )
 from streams.ledger.ledger import IssuanceLedger, Step
 from streams.ledger.state import LedgerState, Target
+from streams.model.digests import obligation_digest
 from streams.model.records import (
     AppendCondition,
     CommitAttempt,
@@ -597,3 +598,20 @@ def test_a_whole_tag_table_of_the_earlier_layout_restores_whole_then_is_stored_i
     writes = tag_store.writes_for(restored.state, key, tag_store.rows_stored(legacy))
     assert sorted(writes.installed) == [tag_store.installed_key(key, i) for i in (0, 1)]
     assert tag_store.restore(key, writes.header, writes.installed.get) == restored.state
+
+
+def test_one_phase_targets_carry_their_own_events_obligation_digest() -> None:
+    """The digest is taken once per event for all its targets, and never another's."""
+    ledger = IssuanceLedger(
+        LedgerState(service_id="svc", allocator_lineage_id="L"), GRACE, lambda _tag: 0
+    )
+    first = event(1, "org:b", "user:a")  # canonical (sorted) tags, as the ledger keeps them
+    second = event(2, "org:b", "team:c", event_type="Moved")
+    step = ledger.register(attempt("a1", first, second), T0)
+    assert all(d.one_phase for d in step.deliveries)
+    (allocation,) = step.allocations
+    by_suid = {c.suid: (first, second)[c.index] for c in allocation.candidates}
+    answers = Tags().answer(step.deliveries)
+    assert len(answers) == 4 and {a.status for a in answers} == {"INSTALLED_AND_COVERED"}
+    for answer in answers:
+        assert answer.obligation_digest == obligation_digest(by_suid[answer.suid])

@@ -159,6 +159,7 @@ def test_the_report_states_durability_and_the_oracle_and_plots(tmp_path: Path) -
     )
     text = markdown(report)
     assert "| umadb | 8 | 600 |" in text
+    assert "| 50% | 30% | 1.33 | 0 |" in text  # 0.8 of a core over 600 commands/s
     assert "all rules hold" in text and "not run: not installed" in text
     assert write_plot(report, tmp_path).stat().st_size > 0
 

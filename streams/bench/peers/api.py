@@ -16,9 +16,13 @@ from types import TracebackType
 
 @dataclass(frozen=True)
 class Event:
+    """``data`` is UTF-8 JSON text, which every system stores as it is given (dcb-streams
+    keeps payloads as JSON): a read hands it back without parsing it, as an application
+    would until it needs it."""
+
     type: str
     tags: tuple[str, ...]
-    data: bytes = b""
+    data: bytes = b"{}"
 
 
 @dataclass(frozen=True)

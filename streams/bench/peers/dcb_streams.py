@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -34,8 +33,10 @@ def _suid(position: int | None) -> str | None:
 
 
 def _sequenced(e: SequencedEvent) -> Sequenced:
-    data = str(json.loads(e.event.payload)).encode()
-    return Sequenced(parse_suid(e.position), Event(e.event.event_type, tuple(e.event.tags), data))
+    event = e.event
+    return Sequenced(
+        parse_suid(e.position), Event(event.event_type, tuple(event.tags), event.payload.encode())
+    )
 
 
 class DcbStreamsStore(PeerStore):
@@ -68,7 +69,7 @@ class DcbStreamsStore(PeerStore):
                 event_id=str(uuid.uuid4()),
                 event_type=e.type,
                 tags=list(e.tags),
-                payload=json.dumps(e.data.decode()),  # a payload is JSON; data is any text
+                payload=e.data.decode(),
                 timestamp=now,
             )
             for e in events

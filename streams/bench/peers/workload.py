@@ -53,7 +53,7 @@ def course_defined(tag: str, capacity: int) -> Event:
 
 
 def subscribed(course: str, student: str) -> Event:
-    return Event(STUDENT_SUBSCRIBED, (course, student))
+    return Event(STUDENT_SUBSCRIBED, (course, student), b"{}")
 
 
 def decision_query(course: str, student: str) -> Query:
