@@ -5,6 +5,11 @@ the topic's end offsets asked for *after* the call: one ListOffsets request and 
 records up to those ends. Many threads reading through one client would each pay that
 in turn; here the first reader runs a catch-up and the readers that arrive meanwhile
 wait for the next one, which starts after all of them and serves them all at once.
+
+Each waiting reader sleeps on a lock of its own, released by the run that serves it (or
+that hands it the next run). Waiting on one shared ``Condition`` cost more than the
+catch-ups: ``notify_all`` woke every reader to queue for the condition's lock in turn,
+8 context switches and 130 µs of CPU per read with 64 reading threads.
 """
 
 from __future__ import annotations
@@ -13,34 +18,69 @@ import threading
 from collections.abc import Callable
 
 
+class _Waiter:
+    """One reader waiting: told once whether it was served or must run the next catch-up
+    (for ``batch``, the readers that came before that run)."""
+
+    __slots__ = ("_told", "batch", "served")
+
+    def __init__(self) -> None:
+        self._told = threading.Lock()
+        self._told.acquire()
+        self.served = False
+        self.batch: list[_Waiter] = []
+
+    def tell(self, *, served: bool, batch: list[_Waiter] | None = None) -> None:
+        self.served, self.batch = served, batch or []
+        self._told.release()
+
+    def wait(self) -> None:
+        self._told.acquire()
+
+
 class SharedCatchUp:
     """``wait()`` returns once a run of ``catch_up`` that started after the call has
     finished; one thread runs it at a time, for every caller waiting."""
 
     def __init__(self, catch_up: Callable[[], None]) -> None:
         self._catch_up = catch_up
-        self._changed = threading.Condition()
-        self._asked = 0  # callers so far, numbered
-        self._served = 0  # every caller up to this number has had its catch-up
+        self._lock = threading.Lock()
         self._running = False
+        self._queue: list[_Waiter] = []  # came while a run went on: the next run's
 
     def wait(self) -> None:
-        with self._changed:
-            self._asked += 1
-            ticket = self._asked
-            while self._served < ticket:
-                if self._running:
-                    self._changed.wait()
-                    continue
-                self._running, covers = True, self._asked  # they all came before this run
-                self._changed.release()
-                served = False
-                try:
-                    self._catch_up()  # a failure is this caller's; a waiter runs it again
-                    served = True
-                finally:
-                    self._changed.acquire()
-                    self._running = False
-                    if served:
-                        self._served = max(self._served, covers)
-                    self._changed.notify_all()
+        waiter: _Waiter | None = None
+        with self._lock:
+            if self._running:
+                waiter = _Waiter()
+                self._queue.append(waiter)
+            else:
+                self._running = True
+        batch: list[_Waiter] = []
+        if waiter is not None:
+            waiter.wait()
+            if waiter.served:
+                return
+            batch = waiter.batch  # this caller runs, for them too: they came before it
+        with self._lock:  # and for those that came since
+            batch += self._queue
+            self._queue = []
+        served = False
+        try:
+            self._catch_up()  # a failure is this caller's; a waiter runs it again
+            served = True
+        finally:
+            self._hand_over(batch, served)
+
+    def _hand_over(self, batch: list[_Waiter], served: bool) -> None:
+        """Release the run's readers, and hand the next run to the first reader waiting
+        (with the rest as its batch), or stop."""
+        with self._lock:
+            waiting = self._queue if served else batch + self._queue
+            self._queue = []
+            self._running = bool(waiting)
+        if served:
+            for reader in batch:
+                reader.tell(served=True)
+        if waiting:
+            waiting[0].tell(served=False, batch=waiting[1:])

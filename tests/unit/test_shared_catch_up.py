@@ -67,7 +67,7 @@ def read_concurrently(
     return calls, failures
 
 
-@pytest.mark.parametrize("readers", [1, 2, 16])
+@pytest.mark.parametrize("readers", [1, 2, 16, 64])
 def test_every_read_waits_for_a_catch_up_that_started_after_it_asked(readers: int) -> None:
     recorder = Recorder()
     calls, failures = read_concurrently(SharedCatchUp(recorder), recorder, readers)
