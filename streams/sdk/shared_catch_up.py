@@ -8,8 +8,9 @@ wait for the next one, which starts after all of them and serves them all at onc
 
 Each waiting reader sleeps on a lock of its own, released by the run that serves it (or
 that hands it the next run). Waiting on one shared ``Condition`` cost more than the
-catch-ups: ``notify_all`` woke every reader to queue for the condition's lock in turn,
-8 context switches and 130 µs of CPU per read with 64 reading threads.
+catch-ups: ``notify_all`` woke every reader to queue for the condition's lock in turn.
+A run that fails fails its runner; the readers it was for wait for the next, which one
+of them runs. A reader interrupted while waiting leaves without stranding the others.
 """
 
 from __future__ import annotations
@@ -58,7 +59,11 @@ class SharedCatchUp:
                 self._running = True
         batch: list[_Waiter] = []
         if waiter is not None:
-            waiter.wait()
+            try:
+                waiter.wait()
+            except BaseException:  # KeyboardInterrupt: leave, but not with the next run
+                self._withdraw(waiter)
+                raise
             if waiter.served:
                 return
             batch = waiter.batch  # this caller runs, for them too: they came before it
@@ -79,8 +84,19 @@ class SharedCatchUp:
             waiting = self._queue if served else batch + self._queue
             self._queue = []
             self._running = bool(waiting)
+        if waiting:  # first, so the next run starts while the served wake up
+            waiting[0].tell(served=False, batch=waiting[1:])
         if served:
             for reader in batch:
                 reader.tell(served=True)
-        if waiting:
-            waiting[0].tell(served=False, batch=waiting[1:])
+
+    def _withdraw(self, waiter: _Waiter) -> None:
+        """Take an interrupted reader out of the queue or, once it was moved on, wait for
+        what it is told and hand on the run it may have been given."""
+        with self._lock:
+            if waiter in self._queue:
+                self._queue.remove(waiter)
+                return
+        waiter.wait()  # moved under the lock: its word is on the way
+        if not waiter.served:
+            self._hand_over(waiter.batch, served=False)

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from streams.sdk import shared_catch_up
 from streams.sdk.shared_catch_up import SharedCatchUp
 
 
@@ -42,6 +43,10 @@ class Recorder:
         self.runs.append((start, self.tick()))
 
 
+class Interrupted(BaseException):
+    """Not an ``Exception``, as ``KeyboardInterrupt`` is not."""
+
+
 def read_concurrently(
     shared: SharedCatchUp, recorder: Recorder, readers: int
 ) -> tuple[list[tuple[int, int]], list[BaseException]]:
@@ -53,18 +58,26 @@ def read_concurrently(
             asked = recorder.tick()
             try:
                 shared.wait()
-            except ConnectionError as exc:
+            except (ConnectionError, Interrupted) as exc:
                 failures.append(exc)
                 continue
             calls.append((asked, recorder.tick()))
 
-    threads = [threading.Thread(target=reader) for _ in range(readers)]
+    threads = [threading.Thread(target=reader, daemon=True) for _ in range(readers)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + 30
     for thread in threads:
-        thread.join(30)
-    assert not any(t.is_alive() for t in threads)
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert not any(t.is_alive() for t in threads), "readers still waiting: a hang"
     return calls, failures
+
+
+def served_after_asking(calls: list[tuple[int, int]], recorder: Recorder) -> bool:
+    return all(
+        any(asked < start and end < returned for start, end in recorder.runs)
+        for asked, returned in calls
+    )
 
 
 @pytest.mark.parametrize("readers", [1, 2, 16, 64])
@@ -92,3 +105,54 @@ def test_a_failed_catch_up_fails_its_runner_and_the_others_run_their_own() -> No
     assert len(failures) == 1 and len(calls) == 39
     for asked, returned in calls:
         assert any(asked < start and end < returned for start, end in recorder.runs)
+
+
+def test_a_run_failing_for_the_readers_handed_to_it_hands_them_on() -> None:
+    """The second run is handed the readers that came during the first; it fails (with a
+    ``BaseException``), so they are not served by it, and one of them runs again."""
+    recorder, runs = Recorder(), itertools.count()
+
+    def catch_up() -> None:
+        if next(runs) == 1:
+            time.sleep(recorder.takes_s)
+            raise Interrupted
+        recorder()
+
+    calls, failures = read_concurrently(SharedCatchUp(catch_up), recorder, 8)
+    assert len(failures) == 1 and len(calls) == 39
+    assert served_after_asking(calls, recorder)
+
+
+def test_a_reader_interrupted_while_waiting_leaves_and_strands_nobody(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """B queues behind A's run and is interrupted; C queues after B. The run A ends would
+    go to B, first in the queue: it must go to C."""
+    real_wait = shared_catch_up._Waiter.wait
+    waits = itertools.count()
+
+    def first_interrupted(waiter: shared_catch_up._Waiter) -> None:
+        if next(waits) == 0:
+            raise Interrupted
+        real_wait(waiter)
+
+    monkeypatch.setattr(shared_catch_up._Waiter, "wait", first_interrupted)
+    recorder = Recorder(takes_s=0.2)
+    shared = SharedCatchUp(recorder)
+    outcome: dict[str, str] = {}
+
+    def read(name: str) -> None:
+        try:
+            shared.wait()
+            outcome[name] = "served"
+        except Interrupted:
+            outcome[name] = "interrupted"
+
+    threads = {name: threading.Thread(target=read, args=(name,), daemon=True) for name in "ABC"}
+    for name in "ABC":
+        threads[name].start()
+        time.sleep(0.05)  # A runs; B, then C, queue behind it
+    for thread in threads.values():
+        thread.join(5)
+    assert outcome == {"A": "served", "B": "interrupted", "C": "served"}
+    assert len(recorder.runs) == 2 and recorder.most_at_once == 1
