@@ -27,10 +27,17 @@ from tests.integration.load import CAPACITY, LIMIT, Subscriptions
 
 
 def read_to_end(
-    bootstrap: Brokers, topic: str, *, read_committed: bool = True, timeout_s: float = 90
+    bootstrap: Brokers,
+    topic: str,
+    *,
+    read_committed: bool = True,
+    stable: bool = False,
+    timeout_s: float = 90,
 ) -> list[Message]:
     """Every record of ``topic`` below the high watermarks of now, in offset order per
-    partition (``read_committed``: once every transaction there has ended)."""
+    partition (``read_committed``: once every transaction there has ended). ``stable``:
+    below the last stable offsets of now instead, so no transaction is cut in two (below
+    a high watermark a transaction still producing has only some of its records)."""
     consumer = clients.consumer(
         bootstrap,
         f"{topic}-oracle-{uuid.uuid4()}",  # under the topic's prefix: a tenant's ACLs allow it
@@ -39,7 +46,7 @@ def read_to_end(
     )
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        high = EndOffsets(bootstrap).latest(((topic, p) for p in partitions), committed=False)
+        high = EndOffsets(bootstrap).latest(((topic, p) for p in partitions), committed=stable)
         ends = {p: end for (_, p), end in high.items()}
         todo = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
