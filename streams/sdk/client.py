@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import KafkaError, Message, Producer
 from pydantic import BaseModel
 
 from streams import errors
@@ -61,6 +61,7 @@ from streams.subclasses import subclass_tree
 
 log = logging.getLogger("streams.sdk")
 
+REPORTS_EVERY_S = 0.1  # how often the listener serves the commands' failure reports
 _REPOSITIONED = uuid.UUID("6f0b3c4e-8d2a-5b7e-9c1f-2a4d6e8f0b13")  # names derived attempt ids
 
 
@@ -118,7 +119,13 @@ class CommitChannel:
     def __init__(self, brokers: Brokers, settings: DcbSettings) -> None:
         self.settings = settings
         self.codec = codec_from_settings(settings)
-        self._producer = clients.producer(brokers)
+        self._brokers = brokers
+        # Reports of failed commands only. The listener serves them, and librdkafka takes
+        # the GIL back for each report it hands to Python: with a report per command, in a
+        # client shared by 256 writer threads, the listener waited its turn for the GIL
+        # once per command before it read answers.
+        self._producer = clients.producer(brokers, **{"delivery.report.only.error": True})
+        self._confirming: Producer | None = None  # send_confirmed's: it needs every report
         self._waiting: dict[str, _Answer] = {}  # taken out by whoever settles it
         self._lock = threading.Lock()
         results = topic_name(settings.topics, TopicRole.COMMIT_RESULTS)
@@ -167,15 +174,20 @@ class CommitChannel:
         delivered: Callable[[KafkaError | None, Message], None] | None = None,
     ) -> None:
         """Queue ``command`` (a model: it conforms to its schema); librdkafka sends what the
-        writers queue together, and ``delivered`` hears how that went (the listener serves
-        delivery reports: a ``poll`` here would let go of the GIL on every append)."""
+        writers queue together, and ``delivered`` hears of it if sending failed (the
+        listener serves delivery reports: a ``poll`` here would let go of the GIL on every
+        append)."""
         topic, key, value = self._record(command)
         self._producer.produce(topic, key=key, value=value, on_delivery=delivered)
 
     def send_confirmed(self, command: Command, what: str, timeout_s: float) -> None:
         """Send ``command`` and return once the broker has it (raising why it has not)."""
         topic, key, value = self._record(command)
-        produce_confirmed(self._producer, topic, key, value, what, timeout_s)
+        with self._lock:
+            if self._confirming is None:
+                self._confirming = clients.producer(self._brokers)
+            producer = self._confirming
+        produce_confirmed(producer, topic, key, value, what, timeout_s)
 
     def _record(self, command: Command) -> tuple[str, bytes, bytes]:
         value = self.codec.encode(command.schema_name, command.to_avro(), check=False)
@@ -198,8 +210,11 @@ class CommitChannel:
                 waiting.settle(CommitResult.from_avro(decoded))
 
         awake = False
+        reports_due = 0.0
         while not self._closed.is_set():
-            self._producer.poll(0)  # the commands' delivery reports
+            if time.monotonic() >= reports_due:  # failures only: a few times a second will do
+                self._producer.poll(0)
+                reports_due = time.monotonic() + REPORTS_EVERY_S
             if not self._awaited.is_set():
                 if awake:
                     self._results.rest()
@@ -216,6 +231,8 @@ class CommitChannel:
         self._listener.join(5)
         self._results.close()
         self._producer.flush(10)
+        if self._confirming is not None:
+            self._confirming.flush(10)
 
 
 class DcbClient:

@@ -336,6 +336,33 @@ def test_a_reconcile_request_that_never_lands_is_an_error_not_a_silent_return(
         assert 3 <= time.monotonic() - started < 10
 
 
+def test_an_attempt_the_broker_refuses_is_an_error_at_once_not_a_timeout(
+    settings: DcbSettings, bootstrap_servers: str
+) -> None:
+    """The commands' topic takes records of at most 1 KB, and the attempt is larger: the
+    broker refuses it. The client hears only of failed sends (it asks librdkafka for no
+    other report), so this is the path that must still settle the call, with why; without
+    it the append would wait out its timeout twice and say nothing was answered."""
+    create_topic(bootstrap_servers, topic_name(settings.topics, TopicRole.COMMIT_RESULTS))
+    commands = topic_name(settings.topics, TopicRole.COMMANDS)
+    create_topic(
+        bootstrap_servers, commands, settings.topics.partitions, **{"max.message.bytes": "1024"}
+    )
+    big = EventData(
+        event_id=str(uuid.uuid4()),
+        event_type="Big",
+        payload=json.dumps({"text": "x" * 4096}),
+        tags=["size:big"],
+        timestamp=datetime.now(UTC),
+    )
+    with (
+        DcbClient(service_id="ops", settings=settings, timeout_s=20) as client,
+        pytest.raises(KafkaUnavailableError, match="sending the attempt") as caught,
+    ):
+        client.append([big])
+    assert "MSG_SIZE_TOO_LARGE" in str(caught.value) or "too large" in str(caught.value).lower()
+
+
 def test_invoice_numbers_have_no_gap_and_no_duplicate_under_concurrent_writers(
     worker: WorkerProcess, pipeline_settings: DcbSettings
 ) -> None:

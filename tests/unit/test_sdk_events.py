@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 import uuid
 from contextlib import suppress
 from datetime import UTC, datetime
@@ -73,6 +75,34 @@ def test_uuid7_is_time_ordered_version_7() -> None:
     assert ids == sorted(ids)
     assert {i.version for i in ids} == {7} and {i.variant for i in ids} == {uuid.RFC_4122}
     assert int(ids[2].hex[:12], 16) == 1_700_000_000_000
+
+
+def test_uuid7s_of_one_millisecond_differ_across_threads() -> None:
+    made: list[uuid.UUID] = []
+
+    def draw() -> None:
+        made.extend(uuid7(unix_ms=5) for _ in range(2_000))  # past a pool's 512 each
+
+    threads = [threading.Thread(target=draw) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(made)) == len(made) == 16_000
+
+
+def test_a_forked_child_draws_other_uuid7_bits_than_its_parent() -> None:
+    uuid7()  # the parent's pool is filled: a child inheriting it would draw the same
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.write(writer, uuid7(unix_ms=9).bytes)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    os.close(writer)
+    childs = uuid.UUID(bytes=os.read(reader, 16))
+    os.close(reader)
+    assert childs != uuid7(unix_ms=9)
 
 
 def test_a_query_is_a_list_of_items_wherever_one_is_taken() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -18,6 +17,7 @@ from streams.kafka.topic_admin import delete_topics_with_prefix
 from streams.kafka.topic_catalog import owned_prefixes
 from streams.model.records import AppendCondition, EventData, QueryItem
 from streams.model.suid import format_suid, parse_suid
+from streams.model.uuid7 import uuid7
 from streams.sdk import DcbClient, SequencedEvent
 from streams.settings import DcbSettings
 
@@ -66,7 +66,7 @@ class DcbStreamsStore(PeerStore):
         now = datetime.now(UTC)
         data = [
             EventData(
-                event_id=str(uuid.uuid4()),
+                event_id=str(uuid7()),  # as the SDK's Event makes one
                 event_type=e.type,
                 tags=list(e.tags),
                 payload=e.data.decode(),
