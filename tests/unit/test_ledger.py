@@ -601,7 +601,8 @@ def test_a_whole_tag_table_of_the_earlier_layout_restores_whole_then_is_stored_i
 
 
 def test_one_phase_targets_carry_their_own_events_obligation_digest() -> None:
-    """The digest is taken once per event for all its targets, and never another's."""
+    """Each target of a one-phase attempt carries its own event's obligation digest, never
+    another event's (the ledger takes each digest once and hands it to all its targets)."""
     ledger = IssuanceLedger(
         LedgerState(service_id="svc", allocator_lineage_id="L"), GRACE, lambda _tag: 0
     )
