@@ -85,10 +85,9 @@ def test_every_read_waits_for_a_catch_up_that_started_after_it_asked(readers: in
     recorder = Recorder()
     calls, failures = read_concurrently(SharedCatchUp(recorder), recorder, readers)
     assert not failures and len(calls) == readers * 5
-    for asked, returned in calls:
-        assert any(asked < start and end < returned for start, end in recorder.runs), (
-            "a read returned on a catch-up that began before it was called"
-        )
+    assert served_after_asking(calls, recorder), (
+        "a read returned on a catch-up that began before it was called"
+    )
     assert recorder.most_at_once == 1
 
 
@@ -103,8 +102,7 @@ def test_a_failed_catch_up_fails_its_runner_and_the_others_run_their_own() -> No
     recorder = Recorder(fail_first=1)
     calls, failures = read_concurrently(SharedCatchUp(recorder), recorder, 8)
     assert len(failures) == 1 and len(calls) == 39
-    for asked, returned in calls:
-        assert any(asked < start and end < returned for start, end in recorder.runs)
+    assert served_after_asking(calls, recorder)
 
 
 def test_a_run_failing_for_the_readers_handed_to_it_hands_them_on() -> None:
