@@ -54,6 +54,7 @@ from streams.model.uuid7 import uuid7
 from streams.reconcile.command import reconcile_command
 from streams.sdk.event_index import EventIndex, SequencedEvent
 from streams.sdk.events import Event, ReadResult
+from streams.sdk.follower import Follower
 from streams.sdk.shared_catch_up import SharedCatchUp
 from streams.sdk.tail import TailTimeoutError, TopicTail
 from streams.settings import DcbSettings
@@ -270,7 +271,10 @@ class DcbClient:
         self._tails: dict[TopicRole, TopicTail] = {}
         self._tails_lock = threading.Lock()
         self._index_lock = threading.Lock()  # the caches, filled by one catch-up at a time
-        self._events_read = SharedCatchUp(lambda: self._catch_up(TopicRole.EVENTS, self._fold))
+        # Reads ask for the events' ends together; one thread folds the events meanwhile.
+        self._events_ends: dict[int, int] = {}
+        self._events_ends_read = SharedCatchUp(self._ask_events_ends)
+        self._follower: Follower | None = None
         self._certificates_read = SharedCatchUp(
             lambda: self._catch_up(TopicRole.CERTIFICATES, self._keep)
         )
@@ -388,35 +392,49 @@ class DcbClient:
         """The matches and the head, caught up; payloads as stored (sealed ones unopened)."""
         with self._index_lock:
             mine = self._appended_through  # the appends answered before this call
-        self._events_read.wait()
-        self._await_own_appends(mine)
+        follower = self._events_follower()
+        self._events_ends_read.wait()
+        ends = self._events_ends  # asked for after this call (or later still)
+        try:
+            follower.wait_until(
+                lambda: follower.reached(ends) and self._holds(mine), self.timeout_s
+            )
+        except TailTimeoutError as exc:
+            raise TailTimeoutError(
+                f"{self.service_id}: the events committed before this read (and up to {mine}, "
+                f"committed by this client) were not readable within {self.timeout_s} s",
+                service_id=self.service_id,
+            ) from exc
         with self._index_lock:
             return self._events.select(query, after, limit), self._events.head
 
-    def _await_own_appends(self, mine: str | None) -> None:
+    def _holds(self, mine: str | None) -> bool:
         """Read-your-writes. A commit's answer and its events are in one transaction, but
         the broker writes its markers partition by partition: the answer can be readable
-        a moment before the events partition's end moves past the event. So a read waits
-        (catching up again) until it holds ``mine``, the newest SUID this client's appends
-        had committed when the read was called; not what they commit meanwhile: with
-        hundreds of threads appending through one client that target never stands still,
-        and reads chased it (a fifth of a writer's time at 256 writers)."""
+        a moment before the events partition's end moves past the event. So a read also
+        waits until the index holds ``mine``, the newest SUID this client's appends had
+        committed when the read was called; not what they commit meanwhile: with hundreds
+        of threads appending through one client that target never stands still, and
+        reads chased it (a fifth of a writer's time at 256 writers)."""
         if mine is None:
-            return
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            with self._index_lock:
-                head = self._events.head
-            if head is not None and head >= mine:
-                return
-            if time.monotonic() > deadline:
-                raise TailTimeoutError(
-                    f"{self.service_id}: events up to {mine}, committed by this client, were "
-                    f"not readable within {self.timeout_s} s",
-                    service_id=self.service_id,
-                )
-            time.sleep(0.002)
-            self._events_read.wait()
+            return True
+        with self._index_lock:
+            head = self._events.head
+        return head is not None and head >= mine
+
+    def _events_follower(self) -> Follower:
+        with self._tails_lock:
+            if self._follower is None:
+                tail = self._tail(TopicRole.EVENTS)
+                self._follower = Follower(tail, self._fold, f"dcb-events-{self.service_id}")
+            return self._follower
+
+    def _ask_events_ends(self) -> None:
+        """The events partition's end now, kept if it moved (ends only grow)."""
+        with self._tails_lock:
+            tail = self._tail(TopicRole.EVENTS)
+        ends = tail.committed_ends()
+        self._events_ends = {p: max(end, self._events_ends.get(p, 0)) for p, end in ends.items()}
 
     # --- sealed payloads (crypto-shredding) ------------------------------------------
 
@@ -461,18 +479,22 @@ class DcbClient:
 
     def _catch_up(self, role: TopicRole, handle: Callable[[Message], None]) -> None:
         with self._tails_lock:
-            tail = self._tails.get(role)
-            if tail is None:  # the service's partition only: its records are all there
-                key = self.service_id.encode()
-                topic = self._topic(role)
-                truncated: Callable[[int], None] | None = None
-                if role is TopicRole.EVENTS:  # history the log dropped is in the archive
-                    truncated = lambda _partition: self._load_archive()  # noqa: E731
-                tail = TopicTail(
-                    self.bootstrap, topic, key=key, on_demand=True, on_truncated=truncated
-                )
-                self._tails[role] = tail
+            tail = self._tail(role)
         tail.catch_up(handle)
+
+    def _tail(self, role: TopicRole) -> TopicTail:
+        """The tail of the service's partition of ``role``'s topic (under the tails lock)."""
+        tail = self._tails.get(role)
+        if tail is None:  # the service's partition only: its records are all there
+            key = self.service_id.encode()
+            truncated: Callable[[int], None] | None = None
+            if role is TopicRole.EVENTS:  # history the log dropped is in the archive
+                truncated = lambda _partition: self._load_archive()  # noqa: E731
+            tail = TopicTail(
+                self.bootstrap, self._topic(role), key=key, on_demand=True, on_truncated=truncated
+            )
+            self._tails[role] = tail
+        return tail
 
     def _load_archive(self) -> None:
         """Index what the archive holds of this service beyond what is indexed, when the
@@ -513,6 +535,8 @@ class DcbClient:
     def close(self) -> None:
         """Close the read tails, and the channel unless it is borrowed (``for_service``)."""
         with self._tails_lock:
+            if self._follower is not None:
+                self._follower.close()
             for tail in self._tails.values():
                 tail.close()
         if self._owns_channel:

@@ -83,7 +83,7 @@ class TopicTail:
         # How far each partition has been read (records, transaction markers and all).
         self.read_to = {p: (start or {}).get(p, 0) for p in partitions}
         if from_end:  # pin the start now, so nothing produced after this call is missed
-            self.read_to = self._ends()
+            self.read_to = self.committed_ends()
         self.on_demand = on_demand
         # An on-demand tail is assigned at its first wake: a partition assigned, paused,
         # then resumed and sought to the offset it was assigned at waited ~1 s for its
@@ -133,7 +133,7 @@ class TopicTail:
         if self.on_demand and self._assigned:
             self.consumer.pause(self._all())
 
-    def _ends(self) -> dict[int, int]:
+    def committed_ends(self) -> dict[int, int]:
         """The committed end (last stable offset) of every partition."""
         ends = self.end_offsets.latest(((self.topic, p) for p in self.partitions), committed=True)
         return {p: end for (_, p), end in ends.items()}
@@ -165,8 +165,8 @@ class TopicTail:
             if refused is not None:
                 raise refused
             raise DcbError(f"reading {self.topic}: {error}")
+        handle(message)  # first: a reader that sees ``read_to`` past it sees it handled
         self.read_to[partition] = max(self.read_to[partition], offset + 1)
-        handle(message)
         return 1
 
     def _resume_at_log_start(self, partition: int) -> None:
@@ -186,7 +186,7 @@ class TopicTail:
 
     def catch_up(self, handle: Callable[[Message], None], timeout_s: float = 30.0) -> None:
         """Hand every committed record up to the end offsets seen now to ``handle``."""
-        ends = self._ends()
+        ends = self.committed_ends()
         deadline = time.monotonic() + timeout_s
 
         def reached() -> bool:
