@@ -382,7 +382,8 @@ class DcbClient:
     ) -> ReadResult:
         """Certified events matching ``query`` (every event when empty) after ``after``, in
         SUID order, at most ``limit``; with the head to use as ``after`` in a condition.
-        Threads reading at once share one catch-up (:mod:`streams.sdk.shared_catch_up`)."""
+        Threads reading at once share the request for the ends, and one thread folds the
+        events for all of them (:mod:`streams.sdk.follower`)."""
         found, head = self._select(query, after, limit)
         return ReadResult(self._opened(found), head)
 
@@ -535,10 +536,15 @@ class DcbClient:
     def close(self) -> None:
         """Close the read tails, and the channel unless it is borrowed (``for_service``)."""
         with self._tails_lock:
+            busy: object = None  # a tail still in use
             if self._follower is not None:
                 self._follower.close()
+                if not self._follower.stopped:  # still in a call: closing under it would crash
+                    busy = self._follower.tail
+                    log.warning("the events follower did not stop in time; its tail stays open")
             for tail in self._tails.values():
-                tail.close()
+                if tail is not busy:
+                    tail.close()
         if self._owns_channel:
             self._channel.close()
 

@@ -5,17 +5,22 @@ for after the call (a ListOffsets request, shared by the readers that ask togeth
 every record up to them. Caught up by the reader itself, each catch-up resumed the
 consumer, sought, fetched, decoded and paused it again, and the readers that came
 meanwhile waited for the next one: with hundreds of writer threads sharing a client,
-each of those steps was a wait for the GIL, and a read took three catch-ups' time.
+each of those steps was a wait for the GIL.
 
 Here one thread fetches and folds what the topic brings as it comes, while reads come
 (it pauses the consumer after :data:`IDLE_S` without one, so an idle client asks the
 broker nothing); a reader only asks for the ends and waits, on a lock of its own, until
 the follower has read past them. The follower checks the waiting readers after each
 batch it takes, and releases those it has served.
+
+When taking or folding records fails, the follower goes back to where it had folded to
+(a batch cut by an error must come again) and tries again; a refusal (not authorized)
+fails the readers waiting, anything else they hear of only if it outlasts their timeout.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -23,7 +28,10 @@ from typing import Protocol
 
 from confluent_kafka import Message
 
+from streams.errors import DcbError, NotAuthorizedError
 from streams.sdk.tail import TailTimeoutError
+
+log = logging.getLogger(__name__)
 
 IDLE_S = 1.0  # without a reader for this long, the follower stops fetching
 POLL_S = 0.1
@@ -59,6 +67,12 @@ class _Reader:
         return self._released.acquire(timeout=timeout_s)
 
 
+class FollowerClosedError(DcbError):
+    """The client was closed while a read waited for its follower."""
+
+    code = "client_closed"
+
+
 class Follower:
     """Folds ``tail``'s records with ``handle`` in a thread of its own, while read."""
 
@@ -68,6 +82,7 @@ class Follower:
         self._lock = threading.Lock()
         self._readers: list[_Reader] = []
         self._last_read = 0.0
+        self._failure: BaseException | None = None  # the last, until a batch succeeds
         self._wanted = threading.Event()
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._follow, name=name, daemon=True)
@@ -78,27 +93,39 @@ class Follower:
         return all(self.tail.read_to[p] >= end for p, end in ends.items())
 
     def wait_until(self, done: Callable[[], bool], timeout_s: float) -> None:
-        """Return once ``done()`` holds after a batch the follower folded (checked in the
-        follower's thread, so it sees the fold complete); raises why the follower failed,
-        or :class:`TailTimeoutError` past ``timeout_s``."""
+        """Return once ``done()`` holds (checked after each batch the follower folds);
+        raises a refusal, :class:`FollowerClosedError`, or :class:`TailTimeoutError` past
+        ``timeout_s`` (with the follower's last failure, if any)."""
         with self._lock:
             self._last_read = time.monotonic()
         if done():  # folded already (the tail hands a record over before it counts it)
             return
         reader = _Reader(done)
         with self._lock:
+            if self._closed.is_set():
+                raise FollowerClosedError(f"reading {self.tail.topic}: the client is closed")
             self._readers.append(reader)
+        if done() and self._withdraw(reader):  # served between the look and the queue
+            return
         self._wanted.set()
         if not reader.wait(timeout_s):
-            with self._lock:
-                if reader in self._readers:
-                    self._readers.remove(reader)
-                    raise TailTimeoutError(
-                        f"could not catch up with {self.tail.topic} in {timeout_s} s"
-                    )
+            if self._withdraw(reader):
+                failure = self._failure
+                why = f" (last failure: {failure})" if failure is not None else ""
+                raise TailTimeoutError(
+                    f"could not catch up with {self.tail.topic} in {timeout_s} s{why}"
+                )
             reader.wait(timeout_s)  # released meanwhile: take what it was told
         if reader.error is not None:
             raise reader.error
+
+    def _withdraw(self, reader: _Reader) -> bool:
+        """Take ``reader`` out of the queue; False when the follower released it already."""
+        with self._lock:
+            if reader in self._readers:
+                self._readers.remove(reader)
+                return True
+            return False
 
     def _follow(self) -> None:
         awake = False
@@ -107,25 +134,41 @@ class Follower:
                 idle = not self._readers and time.monotonic() - self._last_read > IDLE_S
                 if idle:
                     self._wanted.clear()
-            if idle:
-                if awake:
-                    self.tail.rest()
-                    awake = False
-                self._wanted.wait(POLL_S)
-                continue
-            if not awake:
-                self.tail.wake()
-                awake = True
-            error: BaseException | None = None
             try:
+                if idle:
+                    if awake:
+                        awake = False
+                        self.tail.rest()
+                    self._wanted.wait(POLL_S)
+                    continue
+                if not awake:
+                    self.tail.wake()  # from where it was folded to: also after a failure
+                    awake = True
                 self.tail.poll(self.handle, POLL_S)
-            except Exception as exc:  # every reader waiting hears why; the next tries again
-                error = exc
-            self._release(error)
-            if error is not None:
-                time.sleep(POLL_S)
+                self._failure = None
+                self._release()
+            except Exception as exc:
+                self._failed(exc)
+                awake = False  # what a failure cut short comes again after the next wake
+                self._rest_quietly()
+                self._closed.wait(POLL_S)
 
-    def _release(self, error: BaseException | None) -> None:
+    def _failed(self, exc: Exception) -> None:
+        log.warning("following %s: %s; trying again", self.tail.topic, exc)
+        self._failure = exc
+        if isinstance(exc, NotAuthorizedError):  # asking again changes nothing
+            self._release(exc)
+        else:
+            self._release()
+
+    def _rest_quietly(self) -> None:
+        try:
+            self.tail.rest()
+        except Exception as exc:  # the next wake assigns the partitions afresh if it must
+            log.warning("pausing %s: %s", self.tail.topic, exc)
+
+    def _release(self, error: BaseException | None = None) -> None:
+        """Release the readers served (all of them with ``error``)."""
         served: list[_Reader] = []
         waiting: list[_Reader] = []
         with self._lock:
@@ -136,6 +179,14 @@ class Follower:
             reader.release(error)
 
     def close(self) -> None:
-        self._closed.set()
+        """Stop the thread; readers still waiting raise :class:`FollowerClosedError`."""
+        with self._lock:
+            self._closed.set()
         self._wanted.set()
         self._thread.join(5)
+        self._release(FollowerClosedError(f"reading {self.tail.topic}: the client is closed"))
+
+    @property
+    def stopped(self) -> bool:
+        """The thread has ended: the tail is no longer in use."""
+        return not self._thread.is_alive()
