@@ -403,7 +403,7 @@ class DcbClient:
         except TailTimeoutError as exc:
             raise TailTimeoutError(
                 f"{self.service_id}: the events committed before this read (and up to {mine}, "
-                f"committed by this client) were not readable within {self.timeout_s} s",
+                f"committed by this client) were not readable within {self.timeout_s} s: {exc}",
                 service_id=self.service_id,
             ) from exc
         with self._index_lock:
