@@ -59,6 +59,7 @@ from streams.model.records import (
     CommitResult,
     CommittedEvent,
     ErrorInfo,
+    EventData,
     PartitionOffset,
     TagDelivery,
     TagResolution,
@@ -129,11 +130,16 @@ def validate_attempt(attempt: CommitAttempt) -> CommitAttempt:
     return attempt.model_copy(update={"events": events, "condition": condition})
 
 
+# An event's fields but its timestamp, by their Python names; all are text, lists of
+# text or None, so reading them is what pydantic's JSON dump gives, at a fifth of its cost.
+_MEMBER_FIELDS = tuple(name for name in EventData.model_fields if name != "timestamp")
+
+
 def membership_digest(attempt: CommitAttempt) -> str:
     """What an attempt id stands for: its events and condition (not its writer epoch)."""
     return sha256_hex(
         {
-            "events": [e.model_dump(mode="json", exclude={"timestamp"}) for e in attempt.events],
+            "events": [{name: getattr(e, name) for name in _MEMBER_FIELDS} for e in attempt.events],
             "condition": None if attempt.condition is None else attempt.condition.to_avro(),
         }
     )

@@ -186,7 +186,11 @@ class TargetRecord(AvroRecord):
 
     def target_fields(self) -> dict[str, str]:
         """The shared fields by name, to answer a delivery about the same target."""
-        return {name: getattr(self, name) for name in TargetRecord.model_fields}
+        return {name: getattr(self, name) for name in _TARGET_FIELDS}
+
+
+# Read once: pydantic's ``model_fields`` is a descriptor that costs more than the copy.
+_TARGET_FIELDS = tuple(TargetRecord.model_fields)
 
 
 class TagDelivery(TargetRecord):

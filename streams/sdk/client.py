@@ -515,11 +515,14 @@ class DcbClient:
                 self._archived_through = header.through_suid
 
     def _fold(self, message: Message) -> None:
-        record = CommittedEvent.from_bytes(self.codec, message.value())
-        archived = self._archived_through is not None and record.suid <= self._archived_through
-        if record.service_id == self.service_id and not archived:
+        # Only this service's events become models: the partition may hold other services'.
+        record = self.codec.decode(message.value(), CommittedEvent.schema_name).value
+        suid = record["suid"]
+        archived = self._archived_through is not None and suid <= self._archived_through
+        if record["serviceId"] == self.service_id and not archived:
+            event = SequencedEvent(position=suid, event=EventData.from_avro(record["event"]))
             with self._index_lock:
-                self._events.add(SequencedEvent(position=record.suid, event=record.event))
+                self._events.add(event)
 
     def _keep(self, message: Message) -> None:
         record = Certificate.from_bytes(self.codec, message.value())

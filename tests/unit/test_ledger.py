@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streams.errors import (
     CorruptLedgerError,
@@ -19,9 +21,9 @@ from streams.errors import (
     TagProtocolError,
     TooManyTagsError,
 )
-from streams.ledger.ledger import IssuanceLedger, Step
+from streams.ledger.ledger import IssuanceLedger, Step, membership_digest
 from streams.ledger.state import LedgerState, Target
-from streams.model.digests import obligation_digest
+from streams.model.digests import obligation_digest, sha256_hex
 from streams.model.records import (
     AppendCondition,
     CommitAttempt,
@@ -616,3 +618,32 @@ def test_one_phase_targets_carry_their_own_events_obligation_digest() -> None:
     assert len(answers) == 4 and {a.status for a in answers} == {"INSTALLED_AND_COVERED"}
     for answer in answers:
         assert answer.obligation_digest == obligation_digest(by_suid[answer.suid])
+
+
+@given(
+    payload=st.sampled_from(["{}", '{"a":1}', '"x"', "[1, 2]"]),
+    tags=st.lists(st.text(min_size=1, max_size=8), max_size=4),
+    extras=st.lists(st.none() | st.text(max_size=8), min_size=3, max_size=3),
+    condition=st.none() | st.builds(unique, st.text(min_size=1, max_size=8)),
+)
+def test_membership_digest_is_the_digest_of_the_events_json_dump(
+    payload: str, tags: list[str], extras: list[str | None], condition: AppendCondition | None
+) -> None:
+    """Digests stored by earlier versions (over pydantic's JSON dump) must still match."""
+    causation, correlation, user = extras
+    e = EventData(
+        event_id="e1",
+        event_type="Registered",
+        payload=payload,
+        tags=tags,
+        timestamp=T0,
+        causation_id=causation,
+        correlation_id=correlation,
+        executed_user=user,
+    )
+    a = CommitAttempt(attempt_id="a1", writer_epoch=0, events=[e, e], condition=condition)
+    dumped = {
+        "events": [x.model_dump(mode="json", exclude={"timestamp"}) for x in a.events],
+        "condition": None if condition is None else condition.to_avro(),
+    }
+    assert membership_digest(a) == sha256_hex(dumped)
