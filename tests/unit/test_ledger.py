@@ -24,6 +24,7 @@ from streams.errors import (
 from streams.ledger.ledger import IssuanceLedger, Step, membership_digest
 from streams.ledger.state import LedgerState, Target
 from streams.model.digests import obligation_digest, sha256_hex
+from streams.model.query import MAX_CONDITION_ITEMS
 from streams.model.records import (
     AppendCondition,
     CommitAttempt,
@@ -308,6 +309,16 @@ def test_bad_attempts_are_refused_whole() -> None:
                 "e",
                 event(1, "t"),
                 condition=AppendCondition(fail_if_events_match=[QueryItem(types=["X"])]),
+            ),
+            InvalidConditionError,
+        ),
+        (
+            attempt(
+                "f",
+                event(1, "t"),
+                condition=AppendCondition(
+                    fail_if_events_match=[QueryItem(tags=["t"])] * (MAX_CONDITION_ITEMS + 1)
+                ),
             ),
             InvalidConditionError,
         ),

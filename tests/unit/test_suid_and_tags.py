@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from streams.errors import InvalidSuidError, TagSetEmptyError, TagTooLongError, TooManyTagsError
 from streams.ledger.ledger import validate_attempt
+from streams.model.query import MAX_CONDITION_ITEMS
 from streams.model.records import AppendCondition, CommitAttempt, EventData, QueryItem
 from streams.model.suid import format_suid, issue_suids, parse_suid, suid_ticks, ticks
 from streams.model.tags import MAX_TAG_LENGTH, MAX_TAGS, canonical_tags
@@ -102,7 +103,12 @@ _tag_lists = st.lists(st.sampled_from(["a", " b", "b", "c ", "z:1", "é"]), min_
 
 @given(
     st.lists(_tag_lists, min_size=1, max_size=3),
-    st.none() | st.lists(st.tuples(st.lists(st.sampled_from("XYX")), _tag_lists), min_size=1),
+    st.none()
+    | st.lists(
+        st.tuples(st.lists(st.sampled_from("XYX")), _tag_lists),
+        min_size=1,
+        max_size=MAX_CONDITION_ITEMS,  # more is refused (tested apart): not this property's
+    ),
 )
 def test_a_validated_attempt_is_canonical_and_validating_it_again_changes_nothing(
     event_tags: list[list[str]], items: list[tuple[list[str], list[str]]] | None
