@@ -642,17 +642,15 @@ def test_membership_digest_is_the_digest_of_the_events_json_dump(
 ) -> None:
     """Digests stored by earlier versions (over pydantic's JSON dump) must still match."""
     causation, correlation, user = extras
-    e = EventData(
-        event_id="e1",
-        event_type="Registered",
-        payload=payload,
-        tags=tags,
-        timestamp=T0,
-        causation_id=causation,
-        correlation_id=correlation,
-        executed_user=user,
+    e = event(1, *tags).model_copy(
+        update={
+            "payload": payload,
+            "causation_id": causation,
+            "correlation_id": correlation,
+            "executed_user": user,
+        }
     )
-    a = CommitAttempt(attempt_id="a1", writer_epoch=0, events=[e, e], condition=condition)
+    a = attempt("a1", e, event(2), condition=condition)
     dumped = {
         "events": [x.model_dump(mode="json", exclude={"timestamp"}) for x in a.events],
         "condition": None if condition is None else condition.to_avro(),
