@@ -6,7 +6,9 @@ worker exits by itself when it cannot go on (its supervisor starts it again).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -84,8 +86,13 @@ class WorkerProcess:
         return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
 
     def kill(self) -> None:
-        """SIGKILL: the crash the exactly-once tests recover from."""
+        """SIGKILL: the crash the exactly-once tests recover from. The processors' child
+        first, so that it dies at once, not one signal hop later via the supervisor."""
         if self.proc is not None:
+            child = self.child_pid()
+            if child is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal.SIGKILL)
             self.proc.kill()
             self.proc.wait()
 

@@ -10,8 +10,6 @@ committed between the look and the kill, and the test must try again.
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 import uuid
 from dataclasses import dataclass
@@ -60,11 +58,8 @@ def kill_in_flight(
         partitions += [(topic, p) for p in range(count)]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        child = worker.child_pid()
         window = open_window(offsets, partitions)
         if window is not None:
-            if child is not None:  # the processors first: no signal hop via the supervisor
-                os.kill(child, signal.SIGKILL)
             worker.kill()
             return time.monotonic(), window
     raise AssertionError("no open transaction seen: is the worker busy?")

@@ -16,7 +16,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -215,15 +215,19 @@ class Subscriptions:
         assert not any(t.is_alive() for t in self._threads), "writers still running"
         assert not self.errors, self.errors
 
-    def wait_in_flight(self, timeout_s: float = 30) -> None:
-        """Block until an append is sent and not yet answered. Writers that share a client
-        read and append in step (their reads share catch-ups, their answers rounds), so
-        an instant with nothing in flight is common: a fault meant to land mid-flight
-        goes right after this."""
+    def wait_in_flight(
+        self, where: Callable[[Append], bool] = lambda _: True, timeout_s: float = 30
+    ) -> None:
+        """Block until an append ``where`` holds is sent and not yet answered. Writers that
+        share a client read and append in step (their reads share catch-ups, their answers
+        rounds), so an instant with nothing in flight is common: a fault meant to land
+        mid-flight goes right after this. A fault that stops one worker should wait for
+        an append that worker owns: one the other worker holds can be answered while the
+        fault is still being dealt."""
         deadline = time.monotonic() + timeout_s
         while True:
             with self._lock:
-                if any(a.answered is None for a in self.appends):
+                if any(a.answered is None and where(a) for a in self.appends):
                     return
             assert time.monotonic() < deadline, "no append in flight"
             time.sleep(0.001)

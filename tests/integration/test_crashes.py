@@ -12,9 +12,10 @@ Each runs with both tag placements (``pipeline_settings``).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,13 +24,13 @@ from streams.infra.broker import EmbeddedBroker
 from streams.infra.ports import restartable_port
 from streams.kafka import clients
 from streams.kafka.topic_admin import ensure_topics
-from streams.kafka.topic_catalog import TopicRole, topic_name, topic_specs
+from streams.kafka.topic_catalog import TopicRole, ledger_partition, topic_name, topic_specs
 from streams.sdk import DcbClient
 from streams.settings import BrokerSettings, DcbSettings, TopicSettings
 from tests.integration.certificates import check_every_certificate
 from tests.integration.faults import aborted, kill_in_flight
 from tests.integration.kafka_helpers import records_on
-from tests.integration.load import Subscriptions
+from tests.integration.load import Append, Subscriptions
 from tests.integration.oracle import check_subscriptions, committed_events, dead_letters
 from tests.integration.workers import WorkerProcess
 
@@ -71,11 +72,22 @@ def assigned(worker: WorkerProcess) -> str:
     return next((line for line in reversed(lines) if "streams.worker: assigned " in line), "")
 
 
+def owned_ledger_partitions(worker: WorkerProcess, settings: DcbSettings) -> set[int]:
+    """The commands partitions ``worker`` last said it was assigned."""
+    commands = re.escape(topic_name(settings.topics, TopicRole.COMMANDS))
+    found = re.search(rf"{commands}\[([0-9, ]*)\]", assigned(worker))
+    return {int(p) for p in found.group(1).split(", ")} if found else set()
+
+
 def owns_all(worker: WorkerProcess, settings: DcbSettings) -> bool:
-    line = assigned(worker)
-    commands = topic_name(settings.topics, TopicRole.COMMANDS)
-    every = ", ".join(str(p) for p in range(settings.topics.partitions))
-    return f"{commands}[{every}]" in line
+    return owned_ledger_partitions(worker, settings) == set(range(settings.topics.partitions))
+
+
+def owned_by(worker: WorkerProcess, settings: DcbSettings) -> Callable[[Append], bool]:
+    """Whether an append's service is one of those ``worker`` commits for."""
+    owned = owned_ledger_partitions(worker, settings)
+    assert owned, f"{worker.name} owns no commands partition"
+    return lambda append: ledger_partition(append.service, settings.topics) in owned
 
 
 def two_workers(settings: DcbSettings, tmp_path: Path) -> tuple[WorkerProcess, WorkerProcess]:
@@ -164,7 +176,7 @@ def test_two_workers_share_partitions_and_survive_losing_one(
     try:
         load = Subscriptions(clients_, writers=8)
         load.wait_for(12)
-        load.wait_in_flight()
+        load.wait_in_flight(owned_by(a, settings))
         a.kill()
         moment = time.monotonic()
         load.wait_for(len(load.committed()) + 10)
@@ -273,7 +285,7 @@ def test_a_zombie_worker_writes_nothing_visible_then_a_broker_crash_restores_who
         load.wait_for(10)
         zombie = a.child_pid()
         assert zombie is not None
-        load.wait_in_flight()
+        load.wait_in_flight(owned_by(a, settings))
         os.kill(zombie, signal.SIGSTOP)
         frozen = time.monotonic()
         wait_until(lambda: owns_all(b, settings), 60, "b never took the zombie's partitions")
