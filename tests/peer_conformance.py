@@ -6,13 +6,16 @@ of its own, so the tests share one running system.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
 
 import pytest
 
 from streams.bench.peers.api import (
+    AsyncPeerStore,
     Condition,
     Event,
     PeerStore,
@@ -22,6 +25,8 @@ from streams.bench.peers.api import (
     Sequenced,
 )
 from streams.errors import AppendConditionFailed
+
+T = TypeVar("T")
 
 
 class MemoryStore(PeerStore):
@@ -51,19 +56,38 @@ class MemoryStore(PeerStore):
             return len(self.log)
 
 
+class AsyncMemoryStore(AsyncPeerStore):
+    """The reference for coroutine writers: each call lets the other coroutines run first."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    async def read(self, query: Query, after: int | None = None) -> list[Sequenced]:
+        await asyncio.sleep(0)
+        return self.store.read(query, after)
+
+    async def append(self, events: Sequence[Event], condition: Condition | None = None) -> int:
+        await asyncio.sleep(0)
+        return self.store.append(events, condition)
+
+
 class MemorySystem(PeerSystem):
     name = "memory"
     durability = "none (in process)"
 
-    def __init__(self) -> None:
+    def __init__(self, coroutines: bool = False) -> None:
         self.log: list[Sequenced] = []
         self.lock = threading.Lock()
+        self.writes_in_asyncio = coroutines
 
     def start(self) -> None:
         pass
 
     def store(self) -> PeerStore:
         return MemoryStore(self.log, self.lock)
+
+    def async_store(self) -> AsyncPeerStore:
+        return AsyncMemoryStore(MemoryStore(self.log, self.lock))
 
     def server_pids(self) -> list[int]:
         return []
@@ -152,3 +176,33 @@ class PeerStoreContract:
         assert log[-1].position >= last
         assert any(e.position == last and tag in e.event.tags for e in log)
         assert [e.position for e in log] == sorted({e.position for e in log})
+
+
+class BlockingStore(PeerStore):
+    """A system's coroutine store (:meth:`PeerSystem.async_store`) called from blocking
+    code, on an event loop of its own in a thread: so the contract tests it too."""
+
+    def __init__(self, system: PeerSystem) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+        async def made() -> AsyncPeerStore:
+            return system.async_store()
+
+        self._store = self._call(made())
+
+    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(60)
+
+    def read(self, query: Query, after: int | None = None) -> list[Sequenced]:
+        return self._call(self._store.read(query, after))
+
+    def append(self, events: Sequence[Event], condition: Condition | None = None) -> int:
+        return self._call(self._store.append(events, condition))
+
+    def close(self) -> None:
+        self._call(self._store.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()

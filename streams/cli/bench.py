@@ -407,6 +407,8 @@ def _print_scale(report: ScaleBenchReport, written: list[Path]) -> None:
 
 
 PEERS = ("dcb-streams", "eventsourcing-postgres", "umadb")
+# dcb-streams with its writers as threads sharing a DcbClient (asked for by name)
+THREADED = "dcb-streams-threads"
 CLUTTERED_BROKER = 1000  # other topics' partitions on the broker worth a warning
 
 
@@ -420,8 +422,9 @@ def _peer_systems(
 ) -> list[PeerSystem]:
     made: list[PeerSystem] = []
     for name in names:
-        if name == DcbStreams.name:
-            made.append(DcbStreams(settings, out / "peers-worker.log"))
+        if name in (DcbStreams.name, THREADED):
+            coroutines = name == DcbStreams.name
+            made.append(DcbStreams(settings, out / "peers-worker.log", coroutines))
         elif name == EventsourcingPostgres.name:
             made.append(EventsourcingPostgres(scratch / "postgres", pool_size=writers + 2))
         elif name == UmaDb.name:
@@ -432,16 +435,22 @@ def _peer_systems(
 
 def _names(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in PEERS]
+    known = (*PEERS, THREADED)
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise typer.BadParameter(f"systems are some of {', '.join(PEERS)}; got {text!r}")
+        raise typer.BadParameter(f"systems are some of {', '.join(known)}; got {text!r}")
     return names
 
 
 @app.command()
 def peers(
     writers: Annotated[str, typer.Option(help="Concurrent writer counts.")] = "1,8,64,256",
-    systems: Annotated[str, typer.Option(help="Systems, run in this order.")] = ",".join(PEERS),
+    systems: Annotated[
+        str,
+        typer.Option(
+            help=f"Systems, run in this order ({THREADED}: dcb-streams, its writers threads)."
+        ),
+    ] = ",".join(PEERS),
     warmup: Annotated[float, typer.Option(help="Seconds of warm-up per scenario.")] = 5.0,
     measure: Annotated[float, typer.Option(help="Seconds measured per scenario.")] = 30.0,
     warm_pass: WarmPass = PEER_WARM_PASS_S,

@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 from pydantic import BaseModel
@@ -52,10 +53,12 @@ from streams.model.records import (
 )
 from streams.model.uuid7 import uuid7
 from streams.reconcile.command import reconcile_command
+from streams.sdk import steps
 from streams.sdk.event_index import EventIndex, SequencedEvent
 from streams.sdk.events import Event, ReadResult
 from streams.sdk.follower import Follower
-from streams.sdk.shared_catch_up import SharedCatchUp
+from streams.sdk.handover import Handover, LoopHandover, ThreadHandover
+from streams.sdk.shared_catch_up import LoopSharedCatchUp, SharedCatchUp
 from streams.sdk.tail import TailTimeoutError, TopicTail
 from streams.settings import DcbSettings
 from streams.subclasses import subclass_tree
@@ -82,15 +85,12 @@ def error_from(info: ErrorInfo) -> DcbError:
 
 
 class _Answer:
-    """One awaited answer, handed over once. A lock held until then is the cheapest
-    handover there is: a ``Future`` builds, waits on and notifies a ``Condition``, a fifth
-    of a client's Python time with 64 writer threads sharing it."""
+    """One awaited answer, handed over once (:mod:`streams.sdk.handover`)."""
 
-    __slots__ = ("_error", "_ready", "_result")
+    __slots__ = ("_error", "_result", "done")
 
-    def __init__(self) -> None:
-        self._ready = threading.Lock()
-        self._ready.acquire()
+    def __init__(self, done: Handover) -> None:
+        self.done = done
         self._result: CommitResult | None = None
         self._error: BaseException | None = None
 
@@ -99,15 +99,20 @@ class _Answer:
     ) -> None:
         """Once only: the channel hands each answer to whoever takes it out of waiting."""
         self._result, self._error = result, error
-        self._ready.release()
+        self.done.release()
 
-    def wait(self, timeout_s: float) -> CommitResult:
-        if not self._ready.acquire(timeout=timeout_s):
-            raise TimeoutError
+    def outcome(self) -> CommitResult:
         if self._error is not None:
             raise self._error
         assert self._result is not None
         return self._result
+
+
+def _unanswered(attempt_id: str, timeout_s: float) -> errors.AnswerTimeoutError:
+    return errors.AnswerTimeoutError(
+        f"no answer to attempt {attempt_id} within {timeout_s} s (is a worker running?)",
+        attempt_id=attempt_id,
+    )
 
 
 class CommitChannel:
@@ -145,29 +150,54 @@ class CommitChannel:
 
     def request(self, command: Command, attempt_id: str, timeout_s: float) -> CommitResult:
         """Send ``command`` and wait for the answer to ``attempt_id``."""
-        answer = _Answer()
+        done = ThreadHandover()
+        answer = self._awaiting(attempt_id, done)
+        try:
+            self.send(command, self._reporter(attempt_id, answer))
+            if not done.wait(timeout_s):
+                raise _unanswered(attempt_id, timeout_s)
+            return answer.outcome()
+        finally:
+            self._forget(attempt_id)
+
+    async def request_async(
+        self, command: Command, attempt_id: str, timeout_s: float
+    ) -> CommitResult:
+        """:meth:`request` for a coroutine: it waits in its event loop, not in a thread."""
+        done = LoopHandover()
+        answer = self._awaiting(attempt_id, done)
+        try:
+            self.send(command, self._reporter(attempt_id, answer))
+            if not await done.wait(timeout_s):
+                raise _unanswered(attempt_id, timeout_s)
+            return answer.outcome()
+        finally:
+            self._forget(attempt_id)
+
+    def _awaiting(self, attempt_id: str, done: Handover) -> _Answer:
+        answer = _Answer(done)
         with self._lock:
             self._waiting[attempt_id] = answer
             self._awaited.set()
+        return answer
+
+    def _forget(self, attempt_id: str) -> None:
+        with self._lock:
+            self._waiting.pop(attempt_id, None)
+            if not self._waiting:
+                self._awaited.clear()
+
+    def _reporter(
+        self, attempt_id: str, answer: _Answer
+    ) -> Callable[[KafkaError | None, Message], None]:
+        """The delivery report that settles ``answer`` with why the command was not sent."""
 
         def failed(err: KafkaError | None, _message: Message) -> None:
             if err is not None and self._take(attempt_id, only=answer) is not None:
                 refused = refusal(err, "sending the attempt")
                 answer.settle(error=refused or KafkaUnavailableError(f"sending the attempt: {err}"))
 
-        try:
-            self.send(command, failed)
-            return answer.wait(timeout_s)
-        except TimeoutError as exc:
-            raise errors.AnswerTimeoutError(
-                f"no answer to attempt {attempt_id} within {timeout_s} s (is a worker running?)",
-                attempt_id=attempt_id,
-            ) from exc
-        finally:
-            with self._lock:
-                self._waiting.pop(attempt_id, None)
-                if not self._waiting:
-                    self._awaited.clear()
+        return failed
 
     def send(
         self,
@@ -275,9 +305,7 @@ class DcbClient:
         self._events_ends: dict[int, int] = {}
         self._events_ends_read = SharedCatchUp(self._ask_events_ends)
         self._follower: Follower | None = None
-        self._certificates_read = SharedCatchUp(
-            lambda: self._catch_up(TopicRole.CERTIFICATES, self._keep)
-        )
+        self._certificates_read = SharedCatchUp(self._read_certificates)
 
     def for_service(self, service_id: str) -> DcbClient:
         """A client of another service sharing this one's producer and answer listener."""
@@ -310,7 +338,16 @@ class DcbClient:
         attempt again returns the first answer. Without an answer within ``timeout_s`` the
         attempt is sent once more; a second silence raises :class:`AnswerTimeoutError`.
         """
-        attempt = validate_attempt(
+        return steps.run(self._appending(self._attempt(events, condition, attempt_id)), self._serve)
+
+    def _attempt(
+        self,
+        events: Sequence[Event | EventData],
+        condition: AppendCondition | None,
+        attempt_id: str | None,
+    ) -> CommitAttempt:
+        """The attempt, valid (or the typed error) and sealed, before anything is sent."""
+        return validate_attempt(
             CommitAttempt(
                 attempt_id=attempt_id or str(uuid7()),
                 writer_epoch=self.writer_epoch,
@@ -318,23 +355,25 @@ class DcbClient:
                 condition=condition,
             )
         )
+
+    def _appending(self, attempt: CommitAttempt) -> steps.Steps[AppendResult]:
         # Each refusal names a trimmed table whose trim lies past the position so far, so
         # there are at most as many as the condition has guard tags.
         guards = len(guard_tags(attempt.condition)) if attempt.condition else 0
         for _ in range(guards):
             try:
-                return self._commit(attempt)
+                return (yield from self._committing(attempt))
             except errors.ConditionBelowArchiveError as exc:
-                attempt = self._repositioned(attempt, exc)
-        return self._commit(attempt)
+                attempt = yield from self._repositioned(attempt, exc)
+        return (yield from self._committing(attempt))
 
-    def _commit(self, attempt: CommitAttempt) -> AppendResult:
+    def _committing(self, attempt: CommitAttempt) -> steps.Steps[AppendResult]:
         command = Command.of_commit(self.service_id, attempt)
         try:
-            result = self._channel.request(command, attempt.attempt_id, self.timeout_s)
+            result = yield steps.Answered(command, attempt.attempt_id)
         except errors.AnswerTimeoutError:
             log.warning("no answer to attempt %s yet; sending it again", attempt.attempt_id)
-            result = self._channel.request(command, attempt.attempt_id, self.timeout_s)
+            result = yield steps.Answered(command, attempt.attempt_id)
         if result.outcome == "COMMITTED":
             if result.suids:
                 with self._index_lock:
@@ -346,7 +385,7 @@ class DcbClient:
 
     def _repositioned(
         self, attempt: CommitAttempt, refused: errors.ConditionBelowArchiveError
-    ) -> CommitAttempt:
+    ) -> steps.Steps[CommitAttempt]:
         """The attempt again, its condition positioned at what a tag table trimmed, once a
         read of the query over archive and log found no match after the old position (a
         match fails the append as the table would have). The new attempt id derives from
@@ -357,7 +396,7 @@ class DcbClient:
         trimmed = refused.details.get("trimmedThrough")
         if condition is None or not isinstance(trimmed, str):
             raise refused
-        found, head = self._select(condition.fail_if_events_match, condition.after, None)
+        found, head = yield from self._selecting(condition.fail_if_events_match, condition.after)
         own = {e.event_id for e in attempt.events}
         match = next((e for e in found if e.event.event_id not in own), None)
         if match is not None:
@@ -384,22 +423,25 @@ class DcbClient:
         SUID order, at most ``limit``; with the head to use as ``after`` in a condition.
         Threads reading at once share the request for the ends, and one thread folds the
         events for all of them (:mod:`streams.sdk.follower`)."""
-        found, head = self._select(query, after, limit)
-        return ReadResult(self._opened(found), head)
+        return steps.run(self._reading(query, after, limit), self._serve)
 
-    def _select(
+    def _reading(
         self, query: Sequence[QueryItem], after: str | None, limit: int | None
-    ) -> tuple[list[SequencedEvent], str | None]:
+    ) -> steps.Steps[ReadResult]:
+        found, head = yield from self._selecting(query, after, limit)
+        return ReadResult((yield steps.Opened(found)), head)
+
+    def _selecting(
+        self, query: Sequence[QueryItem], after: str | None, limit: int | None = None
+    ) -> steps.Steps[tuple[list[SequencedEvent], str | None]]:
         """The matches and the head, caught up; payloads as stored (sealed ones unopened)."""
         with self._index_lock:
             mine = self._appended_through  # the appends answered before this call
         follower = self._events_follower()
-        self._events_ends_read.wait()
+        yield steps.EndsAsked()
         ends = self._events_ends  # asked for after this call (or later still)
         try:
-            follower.wait_until(
-                lambda: follower.reached(ends) and self._holds(mine), self.timeout_s
-            )
+            yield steps.Folded(follower, lambda: follower.reached(ends) and self._holds(mine))
         except TailTimeoutError as exc:
             raise TailTimeoutError(
                 f"{self.service_id}: the events committed before this read (and up to {mine}, "
@@ -408,6 +450,16 @@ class DcbClient:
             ) from exc
         with self._index_lock:
             return self._events.select(query, after, limit), self._events.head
+
+    def _serve(self, wait: steps.Wait) -> Any:
+        """A step's wait, served by blocking this thread."""
+        if isinstance(wait, steps.Answered):
+            return self._channel.request(wait.command, wait.attempt_id, self.timeout_s)
+        if isinstance(wait, steps.EndsAsked):
+            return self._events_ends_read.wait()
+        if isinstance(wait, steps.Folded):
+            return wait.follower.wait_until(wait.done, self.timeout_s)
+        return self._opened(wait.events)
 
     def _holds(self, mine: str | None) -> bool:
         """Read-your-writes. A commit's answer and its events are in one transaction, but
@@ -475,6 +527,12 @@ class DcbClient:
     def certificate(self) -> Certificate | None:
         """The newest closed-prefix certificate of the service (``None`` before the first)."""
         self._certificates_read.wait()
+        return self._latest_certificate()
+
+    def _read_certificates(self) -> None:
+        self._catch_up(TopicRole.CERTIFICATES, self._keep)
+
+    def _latest_certificate(self) -> Certificate | None:
         with self._index_lock:
             return self._certificate
 
@@ -559,10 +617,35 @@ class DcbClient:
 
 
 class AsyncDcbClient:
-    """The same API for asyncio code: each call runs the blocking client in a thread."""
+    """The same API for asyncio code, waiting in the event loop: an append sends its command
+    and awaits a future the answer listener sets; a read awaits the shared request for the
+    ends (run in a thread: it blocks) and a future the follower sets. Hundreds of
+    concurrent calls cost no thread each. Takes :class:`DcbClient`'s arguments; one client
+    serves one event loop (it is made, used and closed in that loop)."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        self._client = DcbClient(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._attach(DcbClient(*args, **kwargs))
+
+    @classmethod
+    def wrapping(cls, client: DcbClient) -> AsyncDcbClient:
+        """An asyncio client sharing ``client``'s producer, listener, follower and index
+        (closing it closes ``client``)."""
+        view = cls.__new__(cls)
+        view._attach(client)
+        return view
+
+    def _attach(self, client: DcbClient) -> None:
+        self._client = client
+        self._events_ends_read = LoopSharedCatchUp(client._ask_events_ends)
+        self._certificates_read = LoopSharedCatchUp(client._read_certificates)
+
+    @property
+    def service_id(self) -> str:
+        return self._client.service_id
+
+    def for_service(self, service_id: str) -> AsyncDcbClient:
+        """A client of another service sharing this one's producer and answer listener."""
+        return AsyncDcbClient.wrapping(self._client.for_service(service_id))
 
     async def append(
         self,
@@ -571,17 +654,48 @@ class AsyncDcbClient:
         *,
         attempt_id: str | None = None,
     ) -> AppendResult:
-        return await asyncio.to_thread(
-            self._client.append, events, condition, attempt_id=attempt_id
-        )
+        """:meth:`DcbClient.append`."""
+        client = self._client
+        if client._subject_prefix is None:
+            attempt = client._attempt(events, condition, attempt_id)
+        else:  # sealing looks up the subject's key: a file or a database
+            attempt = await asyncio.to_thread(client._attempt, events, condition, attempt_id)
+        return await steps.run_async(client._appending(attempt), self._serve)
 
     async def read(
         self, query: Sequence[QueryItem] = (), after: str | None = None, limit: int | None = None
     ) -> ReadResult:
-        return await asyncio.to_thread(self._client.read, query, after, limit)
+        """:meth:`DcbClient.read`."""
+        return await steps.run_async(self._client._reading(query, after, limit), self._serve)
+
+    async def _serve(self, wait: steps.Wait) -> Any:
+        """A step's wait, awaited in the event loop (what blocks goes to a thread)."""
+        client = self._client
+        if isinstance(wait, steps.Answered):
+            channel = client._channel
+            return await channel.request_async(wait.command, wait.attempt_id, client.timeout_s)
+        if isinstance(wait, steps.EndsAsked):
+            return await self._events_ends_read.wait()
+        if isinstance(wait, steps.Folded):
+            return await wait.follower.wait_until_async(wait.done, client.timeout_s)
+        if any(sealed_subject(e.event.payload) is not None for e in wait.events):
+            return await asyncio.to_thread(client._opened, wait.events)  # keys looked up
+        return wait.events
 
     async def certificate(self) -> Certificate | None:
-        return await asyncio.to_thread(self._client.certificate)
+        """:meth:`DcbClient.certificate`."""
+        await self._certificates_read.wait()
+        return self._client._latest_certificate()
+
+    async def reconcile(self, skip_grace: bool = False) -> None:
+        """:meth:`DcbClient.reconcile`."""
+        await asyncio.to_thread(self._client.reconcile, skip_grace)
 
     async def close(self) -> None:
         await asyncio.to_thread(self._client.close)
+
+    async def __aenter__(self) -> AsyncDcbClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()

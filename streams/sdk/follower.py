@@ -9,9 +9,10 @@ each of those steps was a wait for the GIL.
 
 Here one thread fetches and folds what the topic brings as it comes, while reads come
 (it pauses the consumer after :data:`IDLE_S` without one, so an idle client asks the
-broker nothing); a reader only asks for the ends and waits, on a lock of its own, until
-the follower has read past them. The follower checks the waiting readers after each
-batch it takes, and releases those it has served.
+broker nothing); a reader only asks for the ends and waits until the follower has read
+past them. The follower checks the waiting readers after each
+batch it takes, and releases those it has served: a thread waits on a lock of its own,
+a coroutine on a future of its event loop (:mod:`streams.sdk.handover`).
 
 When taking or folding records fails, the follower goes back to where it had folded to
 (a batch cut by an error must come again) and tries again; a refusal (not authorized)
@@ -24,17 +25,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from confluent_kafka import Message
 
 from streams.errors import DcbError, NotAuthorizedError
+from streams.sdk.handover import Handover, LoopHandover, ThreadHandover
 from streams.sdk.tail import TailTimeoutError
 
 log = logging.getLogger(__name__)
 
 IDLE_S = 1.0  # without a reader for this long, the follower stops fetching
 POLL_S = 0.1
+
+H = TypeVar("H", bound=Handover)
 
 
 class Followed(Protocol):
@@ -48,23 +52,19 @@ class Followed(Protocol):
     def rest(self) -> None: ...
 
 
-class _Reader:
+class _Reader(Generic[H]):
     """A reader waiting for ``done()``; released once, with the follower's error if any."""
 
-    __slots__ = ("_released", "done", "error")
+    __slots__ = ("done", "error", "released")
 
-    def __init__(self, done: Callable[[], bool]) -> None:
+    def __init__(self, done: Callable[[], bool], released: H) -> None:
         self.done = done
         self.error: BaseException | None = None
-        self._released = threading.Lock()
-        self._released.acquire()
+        self.released = released
 
     def release(self, error: BaseException | None = None) -> None:
         self.error = error
-        self._released.release()
-
-    def wait(self, timeout_s: float) -> bool:
-        return self._released.acquire(timeout=timeout_s)
+        self.released.release()
 
 
 class FollowerClosedError(DcbError):
@@ -80,7 +80,7 @@ class Follower:
         self.tail = tail
         self.handle = handle
         self._lock = threading.Lock()
-        self._readers: list[_Reader] = []
+        self._readers: list[_Reader[Any]] = []
         self._last_read = 0.0
         self._failure: BaseException | None = None  # the last, until a batch succeeds
         self._wanted = threading.Event()
@@ -96,30 +96,50 @@ class Follower:
         """Return once ``done()`` holds (checked after each batch the follower folds);
         raises a refusal, :class:`FollowerClosedError`, or :class:`TailTimeoutError` past
         ``timeout_s`` (with the follower's last failure, if any)."""
+        reader = self._queued(done, ThreadHandover)
+        if reader is not None:
+            if not reader.released.wait(timeout_s):
+                self._give_up(reader, timeout_s)
+                reader.released.wait(timeout_s)  # released meanwhile: take what it was told
+            if reader.error is not None:
+                raise reader.error
+
+    async def wait_until_async(self, done: Callable[[], bool], timeout_s: float) -> None:
+        """:meth:`wait_until` for a coroutine: it waits in its event loop, not in a thread."""
+        reader = self._queued(done, LoopHandover)
+        if reader is not None:
+            if not await reader.released.wait(timeout_s):
+                self._give_up(reader, timeout_s)
+                await reader.released.wait(timeout_s)
+            if reader.error is not None:
+                raise reader.error
+
+    def _queued(self, done: Callable[[], bool], handover: Callable[[], H]) -> _Reader[H] | None:
+        """A reader queued for the follower to release, or None if ``done()`` holds."""
         with self._lock:
             self._last_read = time.monotonic()
         if done():  # folded already (the tail hands a record over before it counts it)
-            return
-        reader = _Reader(done)
+            return None
+        reader = _Reader(done, handover())
         with self._lock:
             if self._closed.is_set():
                 raise FollowerClosedError(f"reading {self.tail.topic}: the client is closed")
             self._readers.append(reader)
         if done() and self._withdraw(reader):  # served between the look and the queue
-            return
+            return None
         self._wanted.set()
-        if not reader.wait(timeout_s):
-            if self._withdraw(reader):
-                failure = self._failure
-                why = f" (last failure: {failure})" if failure is not None else ""
-                raise TailTimeoutError(
-                    f"could not catch up with {self.tail.topic} in {timeout_s} s{why}"
-                )
-            reader.wait(timeout_s)  # released meanwhile: take what it was told
-        if reader.error is not None:
-            raise reader.error
+        return reader
 
-    def _withdraw(self, reader: _Reader) -> bool:
+    def _give_up(self, reader: _Reader[Any], timeout_s: float) -> None:
+        """Raise the timeout, unless the follower released ``reader`` meanwhile."""
+        if self._withdraw(reader):
+            failure = self._failure
+            why = f" (last failure: {failure})" if failure is not None else ""
+            raise TailTimeoutError(
+                f"could not catch up with {self.tail.topic} in {timeout_s} s{why}"
+            )
+
+    def _withdraw(self, reader: _Reader[Any]) -> bool:
         """Take ``reader`` out of the queue; False when the follower released it already."""
         with self._lock:
             if reader in self._readers:
@@ -169,8 +189,8 @@ class Follower:
 
     def _release(self, error: BaseException | None = None) -> None:
         """Release the readers served (all of them with ``error``)."""
-        served: list[_Reader] = []
-        waiting: list[_Reader] = []
+        served: list[_Reader[Any]] = []
+        waiting: list[_Reader[Any]] = []
         with self._lock:
             for reader in self._readers:
                 (served if error is not None or reader.done() else waiting).append(reader)

@@ -15,6 +15,7 @@ of them runs. A reader interrupted while waiting leaves without stranding the ot
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 
@@ -100,3 +101,36 @@ class SharedCatchUp:
         waiter.wait()  # moved under the lock: its word is on the way
         if not waiter.served:
             self._hand_over(waiter.batch, served=False)
+
+
+class LoopSharedCatchUp:
+    """:class:`SharedCatchUp` for the coroutines of one event loop: ``await wait()``
+    returns once a run of ``catch_up`` that started after the call has finished. The run
+    blocks, so it goes to a thread, one at a time, for every coroutine waiting; those that
+    come meanwhile wait for the next. A run that fails fails the coroutines it was for."""
+
+    def __init__(self, catch_up: Callable[[], None]) -> None:
+        self._catch_up = catch_up
+        self._queue: list[asyncio.Future[None]] = []  # waiting for the next run
+        self._runner: asyncio.Task[None] | None = None
+
+    async def wait(self) -> None:
+        served = asyncio.get_running_loop().create_future()
+        self._queue.append(served)
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.create_task(self._run())
+        await served
+
+    async def _run(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                await asyncio.to_thread(self._catch_up)
+            except Exception as exc:
+                for waiter in batch:
+                    if not waiter.done():  # not cancelled
+                        waiter.set_exception(exc)
+            else:
+                for waiter in batch:
+                    if not waiter.done():
+                        waiter.set_result(None)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.bench.peers.api import Event, PeerSystem
+from streams.bench.peers.api import Event, PeerStore, PeerSystem
 from streams.bench.peers.dcb_streams import DcbStreams
 from streams.bench.peers.eventsourcing_pg import EventsourcingPostgres
 from streams.bench.peers.umadb import UmaDb
@@ -17,7 +17,7 @@ from streams.kafka import clients
 from streams.kafka.topic_admin import ensure_topics
 from streams.kafka.topic_catalog import topic_specs
 from streams.settings import DcbSettings, TopicSettings, WorkerSettings
-from tests.peer_conformance import PeerStoreContract
+from tests.peer_conformance import BlockingStore, PeerStoreContract
 
 
 class TestEventsourcingPostgres(PeerStoreContract):
@@ -52,6 +52,16 @@ class TestDcbStreams(PeerStoreContract):
         ensure_topics(clients.admin(bootstrap_servers), topic_specs(settings.topics))
         with DcbStreams(settings, folder / "worker.log") as system:
             yield system
+
+
+class TestDcbStreamsCoroutines(TestDcbStreams):
+    """The store the bench's coroutine writers use (an ``AsyncDcbClient``)."""
+
+    @pytest.fixture
+    def store(self, system: PeerSystem) -> Iterator[PeerStore]:
+        store = BlockingStore(system)
+        yield store
+        store.close()
 
 
 def test_umadb_says_which_server_ran_when_no_cargo_build_can_be_had(

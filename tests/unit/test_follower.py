@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -209,3 +210,53 @@ def test_a_tail_counts_a_record_read_only_once_it_is_handled() -> None:
     seen_at_handling: list[int] = []
     tail._take(_Record(5), lambda _m: seen_at_handling.append(tail.read_to[0]))  # type: ignore[arg-type]
     assert seen_at_handling == [5] and tail.read_to[0] == 6
+
+
+# --- coroutines waiting (AsyncDcbClient) ------------------------------------------------
+
+
+def test_coroutine_readers_return_once_everything_below_their_ends_is_folded(
+    tail: FakeTail, following: Follower
+) -> None:
+    seen: dict[int, int] = {}
+
+    async def reader(target: int) -> None:
+        await following.wait_until_async(lambda: following.reached({0: target}), 10)
+        seen[target] = len(tail.folded)
+
+    async def main() -> None:
+        await asyncio.gather(*(reader(t) for t in (3, 40, 7, 25, 60)))
+
+    asyncio.run(main())
+    assert sorted(seen) == [3, 7, 25, 40, 60]
+    assert all(folded >= target for target, folded in seen.items()), seen
+
+
+def test_a_coroutine_not_served_in_time_gets_a_timeout_and_leaves_the_queue(
+    tail: FakeTail, following: Follower
+) -> None:
+    tail.grows.clear()
+    with pytest.raises(TailTimeoutError):
+        asyncio.run(following.wait_until_async(lambda: following.reached({0: 1}), 0.2))
+    assert not following._readers
+
+
+def test_a_refusal_and_closing_reach_the_coroutines_waiting(
+    tail: FakeTail, following: Follower
+) -> None:
+    refused = FakeTail(fail_at=(2,), error=NotAuthorizedError("the broker refused reading"))
+    with follower_of(refused) as f, pytest.raises(NotAuthorizedError, match="refused"):
+        asyncio.run(f.wait_until_async(lambda: f.reached({0: 5}), 10))
+
+    tail.grows.clear()
+
+    async def closed_while_waiting() -> None:
+        waiting = asyncio.create_task(
+            following.wait_until_async(lambda: following.reached({0: 1}), 10)
+        )
+        await asyncio.sleep(0.05)
+        await asyncio.to_thread(following.close)
+        await waiting
+
+    with pytest.raises(FollowerClosedError):
+        asyncio.run(closed_while_waiting())

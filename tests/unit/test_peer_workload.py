@@ -101,8 +101,9 @@ def test_one_writer_opens_each_round() -> None:
     assert [rounds.record_subscription(), rounds.record_subscription()] == [None, 2]
 
 
-def test_the_runner_against_the_reference_store_keeps_every_rule() -> None:
-    system = MemorySystem()
+@pytest.mark.parametrize("coroutines", [False, True], ids=["threads", "coroutines"])
+def test_the_runner_against_the_reference_store_keeps_every_rule(coroutines: bool) -> None:
+    system = MemorySystem(coroutines)
     w = Workload(courses=4, capacity=3, students=6, student_limit=2, round_fill=0.5)
     result = run_scenario(system, 4, w, warmup_s=0.1, measure_s=0.6, namespace="t")
     assert result.appends_per_s > 0 and result.errors == 0

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 from streams.sdk import shared_catch_up
-from streams.sdk.shared_catch_up import SharedCatchUp
+from streams.sdk.shared_catch_up import LoopSharedCatchUp, SharedCatchUp
 
 
 class Recorder:
@@ -153,4 +155,71 @@ def test_a_reader_interrupted_while_waiting_leaves_and_strands_nobody(
     for thread in threads.values():
         thread.join(5)
     assert outcome == {"A": "served", "B": "interrupted", "C": "served"}
+    assert len(recorder.runs) == 2 and recorder.most_at_once == 1
+
+
+# --- coroutines of one event loop (AsyncDcbClient) -------------------------------------
+
+
+def read_in_loop(
+    shared_of: Callable[[], LoopSharedCatchUp], recorder: Recorder, readers: int
+) -> tuple[list[tuple[int, int]], list[BaseException]]:
+    """``readers`` coroutines each reading 5 times through one loop's shared catch-up."""
+    calls: list[tuple[int, int]] = []
+    failures: list[BaseException] = []
+
+    async def reader(shared: LoopSharedCatchUp) -> None:
+        for _ in range(5):
+            asked = recorder.tick()
+            try:
+                await shared.wait()
+            except ConnectionError as exc:
+                failures.append(exc)
+                continue
+            calls.append((asked, recorder.tick()))
+
+    async def main() -> None:
+        shared = shared_of()
+        await asyncio.wait_for(asyncio.gather(*(reader(shared) for _ in range(readers))), 30)
+
+    asyncio.run(main())
+    return calls, failures
+
+
+@pytest.mark.parametrize("readers", [1, 2, 16, 64])
+def test_every_coroutine_read_waits_for_a_catch_up_that_started_after_it_asked(
+    readers: int,
+) -> None:
+    recorder = Recorder(takes_s=0.005)
+    calls, failures = read_in_loop(lambda: LoopSharedCatchUp(recorder), recorder, readers)
+    assert not failures and len(calls) == readers * 5
+    assert served_after_asking(calls, recorder), (
+        "a read returned on a catch-up that began before it was called"
+    )
+    assert recorder.most_at_once == 1
+    if readers >= 16:
+        assert len(recorder.runs) < readers * 5 / 2  # shared, not one each
+
+
+def test_a_failed_catch_up_fails_the_coroutines_it_was_for_and_the_next_runs_again() -> None:
+    recorder = Recorder(fail_first=1)
+    calls, failures = read_in_loop(lambda: LoopSharedCatchUp(recorder), recorder, 8)
+    assert 1 <= len(failures) <= 8 and len(calls) == 40 - len(failures)
+    assert served_after_asking(calls, recorder)
+
+
+def test_a_cancelled_coroutine_strands_nobody() -> None:
+    recorder = Recorder(takes_s=0.1)
+
+    async def main() -> list[bool]:
+        shared = LoopSharedCatchUp(recorder)
+        first = asyncio.create_task(shared.wait())
+        await asyncio.sleep(0.02)  # the first run goes on: these two wait for the next
+        cancelled, served = asyncio.create_task(shared.wait()), asyncio.create_task(shared.wait())
+        await asyncio.sleep(0.02)
+        cancelled.cancel()
+        await asyncio.wait_for(asyncio.gather(first, served), 5)
+        return [t.cancelled() for t in (first, cancelled, served)]
+
+    assert asyncio.run(main()) == [False, True, False]
     assert len(recorder.runs) == 2 and recorder.most_at_once == 1

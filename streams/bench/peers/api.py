@@ -80,12 +80,32 @@ class PeerStore(ABC):
         """Release the client's connections."""
 
 
+class AsyncPeerStore(ABC):
+    """:class:`PeerStore` for a writer that is a coroutine, made in the writers' event loop."""
+
+    @abstractmethod
+    async def read(self, query: Query, after: int | None = None) -> list[Sequenced]: ...
+
+    @abstractmethod
+    async def append(self, events: Sequence[Event], condition: Condition | None = None) -> int: ...
+
+    async def close(self) -> None:  # noqa: B027 - most clients need nothing
+        """Release the client's connections."""
+
+
 class PeerSystem(ABC):
     """A system under test: started by the bench, measured, stopped."""
 
     name: str
     durability: str  # what an acknowledged append survives, stated next to the numbers
     detail: str = ""  # which build or version ran, when that can differ
+    # Writers as coroutines of one event loop (each with an :meth:`async_store`), for a
+    # client native to asyncio; else threads (each with a :meth:`store`).
+    writes_in_asyncio: bool = False
+
+    def async_store(self) -> AsyncPeerStore:
+        """A new client for a coroutine writer, made in the writers' event loop."""
+        raise NotImplementedError(f"{self.name}'s writers are threads")
 
     @abstractmethod
     def start(self) -> None:

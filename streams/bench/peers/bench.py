@@ -154,7 +154,7 @@ def run_peers_bench(
                         system, writers, w, plan.warmup_s, plan.measure_s, f"w{writers}-", tick
                     )
                 )
-            if isinstance(system, DcbStreams) and plan.diagnoses:
+            if isinstance(system, DcbStreams) and system.writes_in_asyncio and plan.diagnoses:
                 diag = _Diagnostics(system, out, plan)
                 run_scenario(
                     system,

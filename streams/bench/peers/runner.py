@@ -8,16 +8,18 @@ processes' CPU. Only what starts after the warm-up and ends inside the window co
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from streams.bench.cpu import cpu_seconds
-from streams.bench.peers.api import PeerStore, PeerSystem
+from streams.bench.peers.api import AsyncPeerStore, Condition, Event, PeerStore, PeerSystem, Query
 from streams.bench.peers.workload import (
     Rounds,
     Verdict,
@@ -32,8 +34,11 @@ from streams.bench.peers.workload import (
 )
 from streams.bench.stats import percentile
 from streams.errors import AppendConditionFailed
+from streams.sdk import steps
 
 DEFINE_BATCH = 50  # CourseDefined events per append when a round opens
+
+T = TypeVar("T")
 
 
 class PeerScenario(BaseModel):
@@ -65,21 +70,37 @@ class _Tally:
     command_ms: list[float] = field(default_factory=list)
 
 
-def define_round(store: PeerStore, namespace: str, round_no: int, w: Workload) -> None:
+@dataclass(frozen=True, slots=True)
+class Read:
+    query: Query
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    events: list[Event]
+    condition: Condition | None = None
+
+
+Op = Read | Append
+Steps = Generator[Op, Any, T]
+
+
+def define_round(namespace: str, round_no: int, w: Workload) -> Steps[None]:
     events = round_definitions(f"{namespace}{round_no}", w)
     for i in range(0, len(events), DEFINE_BATCH):
-        store.append(events[i : i + DEFINE_BATCH])
+        yield Append(events[i : i + DEFINE_BATCH])
 
 
 def _command(
-    store: PeerStore,
     rng: random.Random,
     rounds: Rounds,
     namespace: str,
     tally: _Tally,
     counted: Callable[[float, float], bool],
-) -> None:
-    """One read-decide-append command, retried on a condition failure."""
+) -> Steps[None]:
+    """One read-decide-append command, retried on a condition failure; its reads and
+    appends are yielded, for a writer thread or coroutine to carry out
+    (:func:`streams.sdk.steps.run`)."""
     w = rounds.workload
     round_id = f"{namespace}{rounds.current}"
     course = course_tag(round_id, rng.randrange(w.courses))
@@ -87,13 +108,13 @@ def _command(
     query = decision_query(course, student)
     started = time.perf_counter()
     while True:
-        events = store.read(query)
+        events = yield Read(query)
         if decide(events, course, student, w) is not Verdict.YES:
             tally.no += counted(started, time.perf_counter())
             return
         t0 = time.perf_counter()
         try:
-            store.append([subscribed(course, student)], append_condition(events, query))
+            yield Append([subscribed(course, student)], append_condition(events, query))
         except AppendConditionFailed:
             t1 = time.perf_counter()
             if counted(t0, t1):
@@ -107,9 +128,27 @@ def _command(
             tally.appends += 1
             tally.command_ms.append((t1 - started) * 1000)
         if (next_round := rounds.record_subscription()) is not None:
-            define_round(store, namespace, next_round, w)
+            yield from define_round(namespace, next_round, w)
             rounds.opened(next_round)
         return
+
+
+def _served_by(store: PeerStore) -> Callable[[Op], Any]:
+    def serve(op: Op) -> Any:
+        if isinstance(op, Read):
+            return store.read(op.query)
+        return store.append(op.events, op.condition)
+
+    return serve
+
+
+def _awaited_by(store: AsyncPeerStore) -> Callable[[Op], Awaitable[Any]]:
+    async def serve(op: Op) -> Any:
+        if isinstance(op, Read):
+            return await store.read(op.query)
+        return await store.append(op.events, op.condition)
+
+    return serve
 
 
 def run_scenario(
@@ -122,10 +161,11 @@ def run_scenario(
     tick: Callable[[float], None] = lambda _: None,
     on_window: Callable[[], None] | None = None,
 ) -> PeerScenario:
-    """``writers`` threads, each with its own client, on tags of their own ``namespace``."""
-    stores = [system.store() for _ in range(writers)]
+    """``writers`` writers on tags of their own ``namespace``: threads, each with its own
+    client, or coroutines of one event loop (in a thread) when the system's client is
+    native to asyncio (:meth:`PeerSystem.async_store`)."""
     rounds = Rounds(w)
-    define_round(stores[0], namespace, 0, w)
+    steps.run(define_round(namespace, 0, w), _served_by(system.store()))
     start = time.perf_counter()
     window = (start + warmup_s, start + warmup_s + measure_s)
     tallies = [_Tally() for _ in range(writers)]
@@ -133,23 +173,47 @@ def run_scenario(
     def counted(t0: float, t1: float) -> bool:
         return t0 >= window[0] and t1 <= window[1]
 
-    def writer(i: int) -> None:
+    def command(i: int, rng: random.Random) -> Steps[None]:
+        return _command(rng, rounds, namespace, tallies[i], counted)
+
+    def writer(i: int, store: PeerStore) -> None:
         rng = random.Random(f"{namespace}{i}")
+        serve = _served_by(store)
         while time.perf_counter() < window[1]:
             try:
-                _command(stores[i], rng, rounds, namespace, tallies[i], counted)
+                steps.run(command(i, rng), serve)
             except Exception:
                 tallies[i].errors += 1
                 time.sleep(0.05)
+        store.close()
 
-    threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(writers)]
+    async def coroutine_writer(i: int, store: AsyncPeerStore) -> None:
+        rng = random.Random(f"{namespace}{i}")
+        serve = _awaited_by(store)
+        while time.perf_counter() < window[1]:
+            try:
+                await steps.run_async(command(i, rng), serve)
+            except Exception:
+                tallies[i].errors += 1
+                await asyncio.sleep(0.05)
+        await store.close()
+
+    async def coroutine_writers() -> None:
+        stores = [system.async_store() for _ in range(writers)]
+        await asyncio.gather(*(coroutine_writer(i, s) for i, s in enumerate(stores)))
+
+    if system.writes_in_asyncio:
+        threads = [threading.Thread(target=asyncio.run, args=(coroutine_writers(),))]
+    else:
+        threads = [
+            threading.Thread(target=writer, args=(i, system.store()), daemon=True)
+            for i in range(writers)
+        ]
     for thread in threads:
         thread.start()
     cpu, client_cpu = _sample_cpu(system, window, tick, on_window)
     for thread in threads:
         thread.join(120)
-    for store in stores:
-        store.close()
 
     def rate(counts: list[int]) -> float:
         return round(sum(counts) / measure_s, 1)
