@@ -4,6 +4,10 @@ event loop, so hundreds of coroutines have their appends in flight at once."""
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -11,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from streams.errors import AnswerTimeoutError, AppendConditionFailed
+from streams.infra.worker_process import worker_env
 from streams.kafka.topic_catalog import TopicRole, topic_name
 from streams.model.records import AppendCondition, QueryItem
 from streams.sdk import AppendResult, AsyncDcbClient
@@ -109,3 +114,29 @@ def test_an_append_nobody_answers_raises_answer_timeout(pipeline_settings: DcbSe
             assert time.monotonic() - started >= 2  # sent once more after the first silence
 
     asyncio.run(main())
+
+
+def readme_programs() -> list[str]:
+    """The README's Python programs that run as they are (not its module sketches)."""
+    text = (Path(__file__).parents[2] / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    return [b for b in blocks if "Client(service_id=" in b]
+
+
+@pytest.mark.parametrize("program", readme_programs(), ids=["blocking", "asyncio"])
+def test_the_readme_client_programs_run_as_written(
+    program: str, worker: WorkerProcess, pipeline_settings: DcbSettings, tmp_path: Path
+) -> None:
+    """Pointed at this test's broker and topics by the environment, as a user would."""
+    env = {**os.environ, **worker_env(pipeline_settings)}
+    env["DCB_BOOTSTRAP_SERVERS"] = pipeline_settings.resolved_bootstrap_servers
+    (tmp_path / "program.py").write_text(program)
+    done = subprocess.run(
+        [sys.executable, "program.py"], cwd=tmp_path, env=env, capture_output=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    printed = done.stdout.decode()
+    if "AsyncDcbClient" in program:
+        assert printed.strip() == "100"
+    else:
+        assert "username:bob" in printed
