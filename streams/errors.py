@@ -317,3 +317,9 @@ class PeerUnavailableError(InfraError):
     """A system the peer bench compares with cannot be had here (say which and why)."""
 
     code = "peer_unavailable"
+
+
+class BenchBusyError(InfraError):
+    """Another benchmark runs on this machine (they would share its broker and cores)."""
+
+    code = "bench_busy"

@@ -23,6 +23,7 @@ from streams.bench.commit import (
     machine,
     run_commit_bench,
 )
+from streams.bench.exclusive import exclusive
 from streams.bench.lifecycle import LifecyclePlan, run_lifecycle_bench
 from streams.bench.peers import report as peers_report
 from streams.bench.peers.api import PeerSystem
@@ -110,8 +111,13 @@ def _bench_settings(run: str) -> DcbSettings:
 def _bench_run(as_json: bool, name: str) -> Iterator[tuple[DcbSettings, Path]]:
     """This run's settings (topics and app id of its own) and scratch folder; errors end
     the command as JSON or text."""
-    with reported(as_json), tempfile.TemporaryDirectory(prefix=f"{name}-") as scratch:
-        yield _bench_settings(uuid.uuid4().hex[:8]), Path(scratch)
+    settings = _bench_settings(uuid.uuid4().hex[:8])
+    with (
+        reported(as_json),
+        exclusive(settings.broker.cache_dir, name.replace("-", " ")),
+        tempfile.TemporaryDirectory(prefix=f"{name}-") as scratch,
+    ):
+        yield settings, Path(scratch)
 
 
 def _with_plot(written: list[Path], plot: Callable[[], Path]) -> list[Path]:
@@ -476,7 +482,7 @@ def peers(
         _progress(as_json) as bar,
     ):
         made = _peer_systems(names, settings, scratch, out, max(plan.writers), build_umadb)
-        diagnosed = any(isinstance(system, DcbStreams) for system in made)
+        diagnosed = any(isinstance(s, DcbStreams) and s.writes_in_asyncio for s in made)
         task = bar.add_task("benchmarking peers", total=plan.seconds(len(made), diagnosed))
         report = run_peers_bench(made, plan, out, lambda s: bar.advance(task, s))
         written = _with_plot(

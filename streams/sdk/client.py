@@ -635,9 +635,12 @@ class AsyncDcbClient:
         return view
 
     def _attach(self, client: DcbClient) -> None:
+        """Through ``client``'s own shared catch-ups: one run at a time on its tails, for
+        its threads and this loop's coroutines alike (two at once would share a consumer,
+        and merge the ends out of order)."""
         self._client = client
-        self._events_ends_read = LoopSharedCatchUp(client._ask_events_ends)
-        self._certificates_read = LoopSharedCatchUp(client._read_certificates)
+        self._events_ends_read = LoopSharedCatchUp(client._events_ends_read.wait)
+        self._certificates_read = LoopSharedCatchUp(client._certificates_read.wait)
 
     @property
     def service_id(self) -> str:

@@ -98,9 +98,13 @@ class Follower:
         ``timeout_s`` (with the follower's last failure, if any)."""
         reader = self._queued(done, ThreadHandover)
         if reader is not None:
-            if not reader.released.wait(timeout_s):
-                self._give_up(reader, timeout_s)
-                reader.released.wait(timeout_s)  # released meanwhile: take what it was told
+            try:
+                if not reader.released.wait(timeout_s):
+                    self._give_up(reader, timeout_s)
+                    reader.released.wait(timeout_s)  # released meanwhile: take what it was told
+            except BaseException:  # interrupted: the follower need not serve it any more
+                self._withdraw(reader)
+                raise
             if reader.error is not None:
                 raise reader.error
 
@@ -108,9 +112,13 @@ class Follower:
         """:meth:`wait_until` for a coroutine: it waits in its event loop, not in a thread."""
         reader = self._queued(done, LoopHandover)
         if reader is not None:
-            if not await reader.released.wait(timeout_s):
-                self._give_up(reader, timeout_s)
-                await reader.released.wait(timeout_s)
+            try:
+                if not await reader.released.wait(timeout_s):
+                    self._give_up(reader, timeout_s)
+                    await reader.released.wait(timeout_s)
+            except BaseException:  # cancelled
+                self._withdraw(reader)
+                raise
             if reader.error is not None:
                 raise reader.error
 

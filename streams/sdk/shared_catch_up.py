@@ -107,7 +107,8 @@ class LoopSharedCatchUp:
     """:class:`SharedCatchUp` for the coroutines of one event loop: ``await wait()``
     returns once a run of ``catch_up`` that started after the call has finished. The run
     blocks, so it goes to a thread, one at a time, for every coroutine waiting; those that
-    come meanwhile wait for the next. A run that fails fails the coroutines it was for."""
+    come meanwhile wait for the next. As with threads, a run that fails fails one of the
+    coroutines it was for, and the others wait for the next run."""
 
     def __init__(self, catch_up: Callable[[], None]) -> None:
         self._catch_up = catch_up
@@ -115,22 +116,33 @@ class LoopSharedCatchUp:
         self._runner: asyncio.Task[None] | None = None
 
     async def wait(self) -> None:
-        served = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        served = loop.create_future()
         self._queue.append(served)
-        if self._runner is None or self._runner.done():
-            self._runner = asyncio.create_task(self._run())
+        runner = self._runner
+        if runner is None or runner.done() or runner.get_loop() is not loop:
+            self._runner = loop.create_task(self._run())
         await served
 
     async def _run(self) -> None:
-        while self._queue:
-            batch, self._queue = self._queue, []
-            try:
-                await asyncio.to_thread(self._catch_up)
-            except Exception as exc:
-                for waiter in batch:
-                    if not waiter.done():  # not cancelled
-                        waiter.set_exception(exc)
-            else:
-                for waiter in batch:
-                    if not waiter.done():
-                        waiter.set_result(None)
+        batch: list[asyncio.Future[None]] = []
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                try:
+                    await asyncio.to_thread(self._catch_up)
+                except Exception as exc:
+                    waiting = [w for w in batch if not w.done()]  # not cancelled
+                    if waiting:
+                        waiting[0].set_exception(exc)
+                        self._queue[:0] = waiting[1:]  # they asked before the next run
+                else:
+                    for waiter in batch:
+                        if not waiter.done():
+                            waiter.set_result(None)
+                batch = []
+        except BaseException:  # the runner cancelled: nobody is left waiting for ever
+            for waiter in batch + self._queue:
+                waiter.cancel()
+            self._queue = []
+            raise

@@ -12,6 +12,7 @@ DcbClient` serves the waits by blocking its thread (:func:`run`), and
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -59,27 +60,29 @@ def run(steps: Generator[W, Any, T], serve: Callable[[W], Any]) -> T:
     """Drive ``steps`` to their result, serving each wait they yield with ``serve``."""
     reply: Any = None
     error: BaseException | None = None
-    while True:
-        try:
-            wait = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as finished:
-            return finished.value  # type: ignore[no-any-return]
-        try:
-            reply, error = serve(wait), None
-        except Exception as exc:
-            reply, error = None, exc
+    with closing(steps):  # interrupted (or cancelled), the steps' own cleanup runs now
+        while True:
+            try:
+                wait = steps.send(reply) if error is None else steps.throw(error)
+            except StopIteration as finished:
+                return finished.value  # type: ignore[no-any-return]
+            try:
+                reply, error = serve(wait), None
+            except Exception as exc:
+                reply, error = None, exc
 
 
 async def run_async(steps: Generator[W, Any, T], serve: Callable[[W], Awaitable[Any]]) -> T:
     """:func:`run` awaiting ``serve``."""
     reply: Any = None
     error: BaseException | None = None
-    while True:
-        try:
-            wait = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as finished:
-            return finished.value  # type: ignore[no-any-return]
-        try:
-            reply, error = await serve(wait), None
-        except Exception as exc:
-            reply, error = None, exc
+    with closing(steps):
+        while True:
+            try:
+                wait = steps.send(reply) if error is None else steps.throw(error)
+            except StopIteration as finished:
+                return finished.value  # type: ignore[no-any-return]
+            try:
+                reply, error = await serve(wait), None
+            except Exception as exc:
+                reply, error = None, exc

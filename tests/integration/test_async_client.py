@@ -50,6 +50,7 @@ def test_append_read_certificate_and_a_failed_condition(
             assert second.suids[0] > first.suids[0]
             other = client.for_service("shop-2")  # shares the producer and the listener
             assert [e.position for e in await other.read()] == []
+            await other.close()
             deadline = time.monotonic() + 30
             while (certificate := await client.certificate()) is None or (
                 certificate.closed_prefix_suid or ""

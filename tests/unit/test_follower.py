@@ -260,3 +260,20 @@ def test_a_refusal_and_closing_reach_the_coroutines_waiting(
 
     with pytest.raises(FollowerClosedError):
         asyncio.run(closed_while_waiting())
+
+
+def test_a_cancelled_coroutine_leaves_the_queue(tail: FakeTail, following: Follower) -> None:
+    tail.grows.clear()
+
+    async def cancelled() -> None:
+        waiting = asyncio.create_task(
+            following.wait_until_async(lambda: following.reached({0: 1}), 10)
+        )
+        await asyncio.sleep(0.05)
+        assert following._readers  # queued
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    asyncio.run(cancelled())
+    assert not following._readers

@@ -165,7 +165,11 @@ def run_scenario(
     client, or coroutines of one event loop (in a thread) when the system's client is
     native to asyncio (:meth:`PeerSystem.async_store`)."""
     rounds = Rounds(w)
-    steps.run(define_round(namespace, 0, w), _served_by(system.store()))
+    definer = system.store()
+    try:
+        steps.run(define_round(namespace, 0, w), _served_by(definer))
+    finally:
+        definer.close()
     start = time.perf_counter()
     window = (start + warmup_s, start + warmup_s + measure_s)
     tallies = [_Tally() for _ in range(writers)]
@@ -198,12 +202,20 @@ def run_scenario(
                 await asyncio.sleep(0.05)
         await store.close()
 
-    async def coroutine_writers() -> None:
-        stores = [system.async_store() for _ in range(writers)]
-        await asyncio.gather(*(coroutine_writer(i, s) for i, s in enumerate(stores)))
+    failed: list[BaseException] = []  # what stopped the coroutine writers' loop, if anything
+
+    def coroutine_writers() -> None:
+        async def main() -> None:
+            stores = [system.async_store() for _ in range(writers)]
+            await asyncio.gather(*(coroutine_writer(i, s) for i, s in enumerate(stores)))
+
+        try:
+            asyncio.run(main())
+        except BaseException as exc:
+            failed.append(exc)
 
     if system.writes_in_asyncio:
-        threads = [threading.Thread(target=asyncio.run, args=(coroutine_writers(),))]
+        threads = [threading.Thread(target=coroutine_writers, daemon=True)]
     else:
         threads = [
             threading.Thread(target=writer, args=(i, system.store()), daemon=True)
@@ -214,6 +226,9 @@ def run_scenario(
     cpu, client_cpu = _sample_cpu(system, window, tick, on_window)
     for thread in threads:
         thread.join(120)
+    if failed:
+        raise failed[0]
+    assert not any(t.is_alive() for t in threads), "writers still running 120 s after the window"
 
     def rate(counts: list[int]) -> float:
         return round(sum(counts) / measure_s, 1)
