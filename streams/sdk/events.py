@@ -20,13 +20,19 @@ from streams.model.uuid7 import uuid7
 from streams.sdk.event_index import SequencedEvent
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def json_text(data: Any) -> str:
-    """``data`` as the JSON text of a payload."""
+    """``data`` as the JSON text of a payload. Text is kept when it is JSON (RFC 8259:
+    Python's ``json`` also reads ``NaN`` and ``Infinity``, which are not), else it becomes
+    a JSON string."""
     if isinstance(data, bytes):
         data = data.decode()
     if isinstance(data, str):
         try:
-            json.loads(data)
+            json.loads(data, parse_constant=_not_json)
         except ValueError:
             return json.dumps(data)
         return data
