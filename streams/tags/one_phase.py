@@ -64,11 +64,8 @@ def decide_together(targets: Sequence[tuple[TagTable, TagDelivery]]) -> list[Tag
     for _, delivery in targets:
         if delivery.event is not None and delivery.suid not in digests:
             digests[delivery.suid] = obligation_digest(delivery.event)
-    votes = [table.prepare(delivery, digests.get(delivery.suid)) for table, delivery in targets]
-    refused = next((vote for vote in votes if vote.status == "REJECTED"), None)
+    refusals = [table.reserve(delivery, digests.get(delivery.suid)) for table, delivery in targets]
+    refused = next((refusal for refusal in refusals if refusal is not None), None)
     if refused is None:
         return [table.install(delivery) for table, delivery in targets]
-    return [
-        table.fence(delivery, ONE_PHASE_FENCE_EPOCH, refused.rejection)
-        for table, delivery in targets
-    ]
+    return [table.fence(delivery, ONE_PHASE_FENCE_EPOCH, refused) for table, delivery in targets]

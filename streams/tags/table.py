@@ -217,30 +217,37 @@ class TagTable:
     def prepare(self, delivery: TagDelivery, digest: str | None = None) -> TagResolution:
         """Check the condition and the writer epoch; reserve and vote PREPARED, or REJECTED.
         ``digest``: the event's obligation digest, when the caller has it already."""
+        refusal = self.reserve(delivery, digest)
+        if refusal is None:
+            return self._answer(delivery, "PREPARED")
+        return self._answer(delivery, "REJECTED", rejection=refusal)
+
+    def reserve(self, delivery: TagDelivery, digest: str | None = None) -> ErrorInfo | None:
+        """:meth:`prepare`'s vote without its answer: ``None`` when the target is reserved
+        (now or before), else why it was refused. A one-phase step answers only with the
+        outcome, so its votes need no answer of their own."""
         s = self.state
         if delivery.suid in s.reservations:
-            return self._answer(delivery, "PREPARED")
+            return None
         if delivery.writer_epoch < s.writer_epoch:
             stale = StaleFenceError.of(
                 f"tag {s.tag} (writer epoch)", delivery.writer_epoch, s.writer_epoch
             )
-            return self._answer(delivery, "REJECTED", rejection=ErrorInfo.of(stale))
+            return ErrorInfo.of(stale)
         event = delivery.event
         if event is None:
-            return self._reject(delivery, "invalid_delivery", "PREPARE without its event", {})
+            return _refusal("invalid_delivery", "PREPARE without its event", {})
         conflict = self._conflict(delivery)
         if conflict is not None:
             pending = conflict.suid in s.reservations
-            return self._reject(
-                delivery,
+            return _refusal(
                 "append_condition_failed",
                 f"an event matching the condition {'is pending' if pending else 'exists'} "
                 f"at tag {s.tag}",
                 {"tag": s.tag, "conflictingSuid": conflict.suid, "pending": pending},
             )
         if self._below_trim(delivery):
-            return self._reject(
-                delivery,
+            return _refusal(
                 ConditionBelowArchiveError.code,
                 f"the condition's position lies below what tag {s.tag} dropped (archived "
                 f"through {s.trimmed_through}); read the query again and retry",
@@ -256,7 +263,7 @@ class TagTable:
             obligation_digest=digest or obligation_digest(event),
             check_only=s.tag not in event.tags,
         )
-        return self._answer(delivery, "PREPARED")
+        return None
 
     def _below_trim(self, delivery: TagDelivery) -> bool:
         """Whether the condition guarded here looks back past what this table dropped."""
@@ -293,16 +300,6 @@ class TagTable:
                 return reservation
         return None
 
-    def _reject(
-        self,
-        delivery: TagDelivery,
-        code: str,
-        message: str,
-        details: dict[str, object],
-    ) -> TagResolution:
-        error = ErrorInfo(code=code, message=message, details_json=json.dumps(details))
-        return self._answer(delivery, "REJECTED", rejection=error)
-
     def _answer(
         self,
         delivery: TagDelivery,
@@ -317,6 +314,10 @@ class TagTable:
             tombstone_epoch=self.state.tombstones.get(delivery.suid),
             rejection=rejection,
         )
+
+
+def _refusal(code: str, message: str, details: dict[str, object]) -> ErrorInfo:
+    return ErrorInfo(code=code, message=message, details_json=json.dumps(details))
 
 
 def _drop_through(by_suid: dict[str, Any], through: str) -> None:
