@@ -7,6 +7,10 @@ its group generation is stale) has its offsets refused, so its transaction can o
 abort; that is why every transaction carries offsets, also a round that took no input
 (a timer's, a certificate's: it sends one partition's unchanged offset).
 
+A round's records are produced in the caller's thread (:meth:`Checkpoint.begin`); its
+offsets and commit, which only wait for the broker, go on in a thread of their own
+(:class:`Committing`) while the runtime steps the next round, which settles it first.
+
 Errors follow librdkafka's classes: a retriable one is retried until the stall timeout,
 one that requires an abort aborts the round (:class:`RoundAbortedError`), and a fatal
 one (a newer producer took the transactional id) is :class:`ProducerFencedError`. The
@@ -17,6 +21,7 @@ the aborted round did, and a fresh process restores what was committed.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -114,6 +119,55 @@ class Round:
         return not self.outputs
 
 
+class Committing:
+    """A round's transaction once its records are sent. The offsets and the commit only
+    wait for the broker: they run in a thread of their own while the next round is taken
+    and stepped, and :meth:`settle` waits for them, raises what they raised and hands the
+    broker's acknowledgements to their ``delivered`` calls (in the caller's thread, so the
+    processors' state is only ever touched by one thread)."""
+
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self.checkpoint = checkpoint
+        self.failed: list[str] = []
+        self.acknowledged: list[tuple[Delivered, int, int]] = []
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def report(self, delivered: Delivered) -> Callable[[KafkaError | None, Message], None]:
+        """The delivery report of a record whose offset ``delivered`` hears at settling."""
+
+        def report(err: KafkaError | None, message: Message) -> None:
+            if err is not None:
+                self.failed.append(f"{message.topic()}[{message.partition()}]: {err}")
+            else:
+                self.acknowledged.append(
+                    (delivered, message.partition() or 0, message.offset() or 0)
+                )
+
+        return report
+
+    def start(self, offsets: list[TopicPartition], metadata: object) -> None:
+        self._thread = threading.Thread(
+            target=self._finish, args=(offsets, metadata), name="dcb-commit", daemon=True
+        )
+        self._thread.start()
+
+    def _finish(self, offsets: list[TopicPartition], metadata: object) -> None:
+        try:
+            self.checkpoint.finish(offsets, metadata, self)
+        except BaseException as exc:  # raised by settle(), in the round's thread
+            self._error = exc
+
+    def settle(self) -> None:
+        """Wait for the commit; raise what it raised, else run the acknowledgements."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        for delivered, partition, offset in self.acknowledged:
+            delivered(partition, offset)
+
+
 class Checkpoint:
     """Commits rounds through one transactional producer, fenced by the consumer group."""
 
@@ -130,28 +184,34 @@ class Checkpoint:
         self.tables = tables
         self.stall_timeout_s = stall_timeout_s
         self.fenced_after_s = fenced_after_s
-        self._failed: list[str] = []
         # Seconds spent per phase of a commit, summed over rounds: where a round's time goes.
         self.spent: dict[str, float] = dict.fromkeys(PHASES, 0.0)
 
     def commit(
         self, out: Round, offsets: list[TopicPartition], started_at: float | None = None
     ) -> None:
-        """Send the round and commit it with ``offsets``; raises :class:`RoundAbortedError`
-        (aborted, nothing visible), :class:`ProducerFencedError` or
-        :class:`~streams.errors.WorkerStalledError`. A round that began (its records were
-        taken) more than ``fenced_after_s`` ago is aborted instead."""
+        """:meth:`begin` and settle: the round committed when this returns."""
+        self.begin(out, offsets, started_at).settle()
+
+    def begin(
+        self, out: Round, offsets: list[TopicPartition], started_at: float | None = None
+    ) -> Committing:
+        """Send the round (its records and its tables' writes, taken now) and commit it
+        with ``offsets`` in a thread; what that raises, :meth:`Committing.settle` raises:
+        :class:`RoundAbortedError` (aborted, nothing visible), :class:`ProducerFencedError`
+        or :class:`~streams.errors.WorkerStalledError`. A round that began (its records
+        were taken) more than ``fenced_after_s`` ago is aborted instead."""
         if not offsets:
             raise ValueError("a round commits the offsets of its partitions: it has none")
-        self._failed = []
+        committing = Committing(self)
         clock = time.perf_counter()
         self._call("begin the transaction", self.producer.begin_transaction)
         for output in out.outputs:
-            self._produce_one(output)
+            self._produce_one(output, committing)
         for table in self.tables:
             for (partition, key), row in table.take_writes().items():
-                self._produce_one(Output(table.topic, key.encode(), row, partition))
-        clock = self._spent("produce", clock)
+                self._produce_one(Output(table.topic, key.encode(), row, partition), committing)
+        self._spent("produce", clock)
         if started_at is not None and time.monotonic() - started_at > self.fenced_after_s:
             # The process stalled mid-round (a long pause, SIGSTOP): the group may have
             # moved its partitions meanwhile, and the metadata librdkafka then hands out
@@ -163,6 +223,15 @@ class Checkpoint:
             # Kafka takes transactional offsets from "no generation, no member" unchecked
             # (the pre-KIP-447 form); librdkafka hands that out once it left the group.
             self._abort(f"this process is no member of the group (generation {member[0]})")
+        committing.start(offsets, metadata)
+        return committing
+
+    def finish(
+        self, offsets: list[TopicPartition], metadata: object, committing: Committing
+    ) -> None:
+        """Commit the offsets with the group's ``metadata`` (the generation the round was
+        taken in, which fences a zombie), then the transaction."""
+        clock = time.perf_counter()
         self._call(
             "commit the offsets",
             self.producer.send_offsets_to_transaction,
@@ -171,28 +240,24 @@ class Checkpoint:
             self.stall_timeout_s,
         )
         clock = self._spent("offsets", clock)
-        # The commit waits for every record's acknowledgement (their ``delivered`` calls
-        # run meanwhile), then ends the transaction.
+        # The commit waits for every record's acknowledgement, then ends the transaction;
+        # a record that failed fails it (librdkafka), and the reports say which.
         self._call("commit", self.producer.commit_transaction, self.stall_timeout_s)
         self._spent("commit", clock)
-        if self._failed:  # librdkafka fails the commit first; this is a second line
-            raise WorkerStalledError(f"committed with failed records: {self._failed[0]}")
+        if committing.failed:  # librdkafka fails the commit first; this is a second line
+            raise WorkerStalledError(f"committed with failed records: {committing.failed[0]}")
 
     def _spent(self, phase: str, since: float) -> float:
         now = time.perf_counter()
         self.spent[phase] += now - since
         return now
 
-    def _produce_one(self, output: Output) -> None:
-        delivered = output.delivered
-
-        def report(err: KafkaError | None, message: Message) -> None:
-            if err is not None:
-                self._failed.append(f"{message.topic()}[{message.partition()}]: {err}")
-            elif delivered is not None:
-                delivered(message.partition() or 0, message.offset() or 0)
-
-        kwargs: dict[str, Any] = {"key": output.key, "value": output.value, "on_delivery": report}
+    def _produce_one(self, output: Output, committing: Committing) -> None:
+        # Reports only where someone hears the offset: each one is a call into Python from
+        # the commit's thread (a failure fails the commit anyway).
+        kwargs: dict[str, Any] = {"key": output.key, "value": output.value}
+        if output.delivered is not None:
+            kwargs["on_delivery"] = committing.report(output.delivered)
         if output.partition is not None:
             kwargs["partition"] = output.partition
         deadline = time.monotonic() + self.stall_timeout_s

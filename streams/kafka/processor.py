@@ -59,7 +59,9 @@ class Processor(ABC):
 
     @abstractmethod
     def carry(self, out: Round) -> None:
-        """Send, before this round's steps, what an earlier round left due."""
+        """Send, with this round's steps, what the round whose commit has just settled
+        left due (it is called once per round, between that settling and this round's
+        commit)."""
 
     @abstractmethod
     def due(self) -> bool:

@@ -6,6 +6,14 @@ records to its processor as one batch, runs what is due by the clock, and commit
 all in one transaction (:mod:`streams.kafka.checkpoint`). Then the next round takes
 what arrived meanwhile: the busier the worker, the bigger its rounds (group commit).
 
+Rounds overlap by one: a round's records are sent at its end, and its offsets and
+commit, which only wait for the broker, go on in a thread while the next round is taken
+and stepped; that round then waits for it (*settles* it) before sending its own. A
+step sees the state of the rounds before it, committed or not: if one is not, the
+process exits (below), so no later round commits either. What needs a round committed
+waits for it: certificates are sent by the round after (``carry``), and a partition
+is given up only once the commit in flight has settled.
+
 Partitions come and go with the consumer group (eager rebalancing, range assignment,
 so the co-partitioned topics of a processor are assigned together). When a partition is
 assigned, the runtime first fetches its committed offsets, which waits while a
@@ -37,6 +45,8 @@ from streams.infra.supervisor import EXIT_RESTART
 from streams.kafka import changelog, clients
 from streams.kafka.checkpoint import (
     Checkpoint,
+    Committing,
+    Output,
     ProducerFencedError,
     Round,
     RoundAbortedError,
@@ -90,6 +100,7 @@ class Runtime:
         # Every wait below is bounded by the stall timeout; this catches those that are not.
         self.watchdog = Watchdog(worker.stall_timeout_s + 5, self._exit_for_restart)
         self._commit_limit_s = worker.transaction_timeout_s + 5
+        self._committing: tuple[Committing, int, list[Output], float] | None = None
 
     # --- the loop ---------------------------------------------------------------
 
@@ -105,6 +116,7 @@ class Runtime:
         try:
             while not self.stop.is_set():
                 self.round()
+            self._settle()
         except (RoundAbortedError, ProducerFencedError, WorkerStalledError) as exc:
             self._exit_for_restart(f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # a bug: the state may hold half a step; start afresh
@@ -114,9 +126,10 @@ class Runtime:
 
     def round(self) -> None:
         wait = max(self._next_tick - time.monotonic(), 0.0)
-        if any(p.due() for p in self.processors):
-            # What a round left due (certificates) rides with the next round's work, or
-            # goes alone when none comes soon: a round costs the broker a transaction.
+        if self._committing is not None or any(p.due() for p in self.processors):
+            # What a round left due (certificates, the commit in flight to settle) rides
+            # with the next round's work, or goes alone when none comes soon: a round
+            # costs the broker a transaction.
             wait = min(wait, CARRY_LINGER_S)
         messages = self._take(wait)
         started = time.monotonic()
@@ -131,8 +144,6 @@ class Runtime:
             processor = self.by_topic[message.topic() or ""]
             batches.setdefault((processor, message.partition() or 0), []).append(message)
         out = Round(self.codec)
-        for processor in self.processors:
-            processor.carry(out)
         for (processor, partition), batch in batches.items():
             processor.step(partition, batch, out)
         if time.monotonic() >= self._next_tick:
@@ -141,6 +152,9 @@ class Runtime:
                 now_ms = int(time.time() * 1000)
                 for processor in self.processors:
                     processor.tick(now_ms, out)
+        self._settle()
+        for processor in self.processors:
+            processor.carry(out)
         if not messages and out.empty and not self._has_writes():
             return
         moved: dict[tuple[str, int], int] = {}
@@ -151,14 +165,23 @@ class Runtime:
         # sends one: the offsets carry the group generation that fences a zombie.
         carried = moved or dict([next(iter(self.positions.items()))])
         offsets = [TopicPartition(t, p, o) for (t, p), o in carried.items()]
+        committing = self.checkpoint.begin(out, offsets, started)
+        self._committing = (committing, len(messages), out.outputs, started)
+
+    def _settle(self) -> None:
+        """Wait for the commit in flight, if one is: the round before is committed after."""
+        if self._committing is None:
+            return
+        committing, taken, outputs, started = self._committing
+        self._committing = None
         # Past its transaction's timeout the broker aborts it: a commit still waiting then
         # is waiting on nothing (librdkafka may not notice: kafka/watchdog.py).
         with self.watchdog.watching("a commit", self._commit_limit_s):
-            self.checkpoint.commit(out, offsets, started)
+            committing.settle()
         self.rounds += 1
-        self._report.add(len(messages), len(out.outputs), self.checkpoint.spent)
+        self._report.add(taken, len(outputs), self.checkpoint.spent)
         if self.metrics is not None:
-            self.metrics.round(len(messages), out.outputs, started)
+            self.metrics.round(taken, outputs, started)
 
     def _take(self, timeout_s: float) -> list[Message]:
         """What is ready: wait for the first record, then take the rest without waiting."""
@@ -197,6 +220,7 @@ class Runtime:
             self.consumer.assign(partitions)  # nothing is stepped: the loop exits first
 
     def _take_over(self, partitions: list[TopicPartition]) -> None:
+        self._settle()
         self._rebalances += 1
         started = time.monotonic()
         committed = self._committed(partitions, started + self.settings.worker.stall_timeout_s)
@@ -278,11 +302,13 @@ class Runtime:
             return committed
 
     def _on_revoke(self, consumer: object, partitions: list[TopicPartition]) -> None:
+        self._settle()  # what was taken from them is committed before they go
         self._forget(partitions)
         self.consumer.unassign()
 
     def _on_lost(self, consumer: object, partitions: list[TopicPartition]) -> None:
         log.warning("partitions lost (this member was fenced out of the group)")
+        self._settle()  # fenced, the commit in flight fails: the process starts afresh
         self._forget(partitions)
         self.consumer.unassign()
 

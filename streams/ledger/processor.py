@@ -91,9 +91,13 @@ class LedgerProcessor(Processor):
         # when it can (``_decide_here``); without it, deliveries always go by the topic.
         self.tags = tags if settings.worker.one_phase_in_round else None
         self.ledgers: dict[int, dict[str, IssuanceLedger]] = {}
-        # The services whose prefix moved since their last certificate, by partition, and
-        # where their events end (partition, next offset) as the broker acknowledged them.
-        self._uncertified: dict[int, set[str]] = {}
+        # Per partition and service, the certificate of a prefix that moved, as its step
+        # left it: first those of the rounds since the last carry, then (``_certifying``)
+        # those of the round the last carry handed to its commit. Their coverage is where
+        # the service's events end (partition, next offset) as the broker acknowledged
+        # them (``_ends``), known only once that round committed.
+        self._drafts: dict[int, dict[str, Certificate]] = {}
+        self._certifying: dict[int, dict[str, Certificate]] = {}
         self._ends: dict[str, tuple[int, int]] = {}
         worker = self.settings.worker
         self._reconcile_every_ms = int(worker.reconcile_interval_s * 1000)
@@ -114,8 +118,10 @@ class LedgerProcessor(Processor):
         super().assign(partition, rows, ends, offsets)
         headers, inflight = self.tables["ledgers"], self.tables["inflight"]
         ledgers = self.ledgers[partition] = {}
-        uncertified = self._uncertified[partition] = set()
+        self._drafts[partition] = {}
+        uncertified = self._certifying[partition] = {}
         events_end = ends[self.topic(TopicRole.EVENTS)]
+        now = datetime.now(UTC)
         for service_id, header in headers.items(partition):
             state = store.restore(header, lambda key: inflight.get(partition, key))
             ledger = ledgers[service_id] = self._ledger(state)
@@ -123,13 +129,14 @@ class LedgerProcessor(Processor):
                 # The process that moved the prefix died before certifying it; every
                 # committed event of the partition lies below its settled end.
                 ledger.events_written(partition, events_end)
-                uncertified.add(service_id)
+                uncertified[service_id] = ledger.certificate(now)
 
     def revoke(self, partition: int) -> None:
         super().revoke(partition)
         self.ledgers.pop(partition, None)
-        for service_id in self._uncertified.pop(partition, set()):
-            self._ends.pop(service_id, None)
+        for drafts in (self._drafts, self._certifying):
+            for service_id in drafts.pop(partition, {}):
+                self._ends.pop(service_id, None)
 
     def _ledger(self, state: LedgerState) -> IssuanceLedger:
         return IssuanceLedger(
@@ -304,12 +311,21 @@ class LedgerProcessor(Processor):
                 key = store.attempt_key(service_id, attempt.attempt_id)
                 attempts.put(partition, key, table_rows.dump(attempt))
         events = self.topic(TopicRole.EVENTS)
-        for event in batch.events:
-            out.send(events, event.service_id, event, delivered=self._delivered(event.service_id))
+        # A service's events go to one partition in order: its last one's offset is where
+        # they end (one acknowledgement in Python per service, not one per event).
+        last = {event.service_id: index for index, event in enumerate(batch.events)}
+        for index, event in enumerate(batch.events):
+            ends = last[event.service_id] == index
+            out.send(
+                events,
+                event.service_id,
+                event,
+                delivered=self._delivered(event.service_id) if ends else None,
+            )
         results = self.topic(TopicRole.COMMIT_RESULTS)
         for result in batch.results:  # in the ledger's partition: one more in its transaction
             out.send(results, result.attempt_id, result, partition)
-        self._uncertified[partition].update(c.service_id for c in batch.certificates)
+        self._drafts[partition].update((c.service_id, c) for c in batch.certificates)
 
     def _delivered(self, service_id: str) -> Callable[[int, int], None]:
         def note(partition: int, offset: int) -> None:
@@ -322,22 +338,27 @@ class LedgerProcessor(Processor):
     # --- certificates, a round late -----------------------------------------------------
 
     def due(self) -> bool:
-        return any(self._uncertified.values())
+        return any(self._drafts.values()) or any(self._certifying.values())
 
     def carry(self, out: Round) -> None:
-        """A certificate for each service whose prefix moved in the last round: its events
-        are acknowledged by now (the round committed), so their end is known."""
+        """The certificates of the round whose commit has just settled: the prefix its
+        steps moved, covered by where the broker says its events end. The rounds stepped
+        since go to the next commit, and are certified once it has settled (their
+        steps' prefixes, not one moved meanwhile by a round still uncommitted)."""
         now = datetime.now(UTC)
         headers, certificates = self.tables["ledgers"], self.topic(TopicRole.CERTIFICATES)
-        for partition, services in self._uncertified.items():
-            for service_id in sorted(services):
+        for partition, drafts in self._certifying.items():
+            for service_id, draft in sorted(drafts.items()):
                 ledger = self.ledgers[partition][service_id]
                 if (end := self._ends.pop(service_id, None)) is not None:
                     ledger.events_written(*end)
-                ledger.state.certified_prefix = ledger.state.closed_prefix
+                ledger.state.certified_prefix = draft.closed_prefix_suid
                 headers.put(partition, service_id, store.header_row(ledger.state))
-                out.send(certificates, service_id, ledger.certificate(now))
-            services.clear()
+                certificate = draft.model_copy(
+                    update={"generated_at": now, "coverage": ledger.coverage()}
+                )
+                out.send(certificates, service_id, certificate)
+        self._certifying, self._drafts = self._drafts, {p: {} for p in self._drafts}
 
     # --- the reconciler's clock ------------------------------------------------------------
 

@@ -57,7 +57,7 @@ from streams.sdk import steps
 from streams.sdk.event_index import EventIndex, SequencedEvent
 from streams.sdk.events import Event, ReadResult
 from streams.sdk.follower import Follower
-from streams.sdk.handover import Handover, LoopHandover, ThreadHandover
+from streams.sdk.handover import Handover, LoopHandover, ThreadHandover, release_all
 from streams.sdk.shared_catch_up import LoopSharedCatchUp, SharedCatchUp
 from streams.sdk.tail import TailTimeoutError, TopicTail
 from streams.settings import DcbSettings
@@ -95,11 +95,18 @@ class _Answer:
         self._error: BaseException | None = None
 
     def settle(
-        self, result: CommitResult | None = None, error: BaseException | None = None
+        self,
+        result: CommitResult | None = None,
+        error: BaseException | None = None,
+        released: list[Handover] | None = None,
     ) -> None:
-        """Once only: the channel hands each answer to whoever takes it out of waiting."""
+        """Once only: the channel hands each answer to whoever takes it out of waiting;
+        with ``released``, its handover joins those released together afterwards."""
         self._result, self._error = result, error
-        self.done.release()
+        if released is None:
+            self.done.release()
+        else:
+            released.append(self.done)
 
     def outcome(self) -> CommitResult:
         if self._error is not None:
@@ -235,10 +242,12 @@ class CommitChannel:
             return self._waiting.pop(attempt_id)
 
     def _listen(self) -> None:
+        settled: list[Handover] = []  # the answers of one poll, handed over together
+
         def deliver(message: Message) -> None:
             decoded = self.codec.decode(message.value(), CommitResult.schema_name).value
             if (waiting := self._take(decoded["attemptId"])) is not None:
-                waiting.settle(CommitResult.from_avro(decoded))
+                waiting.settle(CommitResult.from_avro(decoded), released=settled)
 
         awake = False
         reports_due = 0.0
@@ -255,7 +264,11 @@ class CommitChannel:
             if not awake:
                 self._results.wake()
                 awake = True
-            self._results.poll(deliver, 0.2)
+            try:
+                self._results.poll(deliver, 0.2)
+            finally:
+                release_all(settled)
+                settled.clear()
 
     def close(self) -> None:
         self._closed.set()

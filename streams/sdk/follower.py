@@ -30,7 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from confluent_kafka import Message
 
 from streams.errors import DcbError, NotAuthorizedError
-from streams.sdk.handover import Handover, LoopHandover, ThreadHandover
+from streams.sdk.handover import Handover, LoopHandover, ThreadHandover, release_all
 from streams.sdk.tail import TailTimeoutError
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,8 @@ class Followed(Protocol):
 
 
 class _Reader(Generic[H]):
-    """A reader waiting for ``done()``; released once, with the follower's error if any."""
+    """A reader waiting for ``done()``; released once, with the follower's error if any
+    (set before its release)."""
 
     __slots__ = ("done", "error", "released")
 
@@ -61,10 +62,6 @@ class _Reader(Generic[H]):
         self.done = done
         self.error: BaseException | None = None
         self.released = released
-
-    def release(self, error: BaseException | None = None) -> None:
-        self.error = error
-        self.released.release()
 
 
 class FollowerClosedError(DcbError):
@@ -204,7 +201,8 @@ class Follower:
                 (served if error is not None or reader.done() else waiting).append(reader)
             self._readers = waiting
         for reader in served:
-            reader.release(error)
+            reader.error = error
+        release_all(reader.released for reader in served)
 
     def close(self) -> None:
         """Stop the thread; readers still waiting raise :class:`FollowerClosedError`."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Iterable
 from typing import Protocol
 
 
@@ -61,8 +62,28 @@ class LoopHandover:
         if not self._future.done():
             self._future.set_result(None)
 
+    @staticmethod
+    def _set_all(handovers: list[LoopHandover]) -> None:
+        for handover in handovers:
+            handover._set()
+
     async def wait(self, timeout_s: float) -> bool:
         """Whether it was released within ``timeout_s``; once released, it stays so."""
         if not self._future.done():
             await asyncio.wait((self._future,), timeout=timeout_s)
         return self._future.done()
+
+
+def release_all(handovers: Iterable[Handover]) -> None:
+    """Release each of ``handovers``; those of one event loop with one wake-up of it, not
+    one each: every ``call_soon_threadsafe`` writes to the loop's self-pipe (4% of a
+    client's time with 256 coroutines appending, a write per answer)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[LoopHandover]] = {}
+    for handover in handovers:
+        if isinstance(handover, LoopHandover):
+            by_loop.setdefault(handover._loop, []).append(handover)
+        else:
+            handover.release()
+    for loop, batch in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # closed meanwhile: nobody is left waiting
+            loop.call_soon_threadsafe(LoopHandover._set_all, batch)

@@ -15,7 +15,7 @@ import pytest
 from streams.errors import KafkaUnavailableError
 from streams.model.records import CommitResult
 from streams.sdk.client import _Answer
-from streams.sdk.handover import Handover, LoopHandover, ThreadHandover
+from streams.sdk.handover import Handover, LoopHandover, ThreadHandover, release_all
 
 
 def result() -> CommitResult:
@@ -48,6 +48,15 @@ class HandoverCase(ABC):
         started = time.monotonic()
         assert self.waited(0.1, lambda _: None) == (False, False)
         assert time.monotonic() - started >= 0.2
+
+    def test_released_together_with_others_from_another_thread(self) -> None:
+        others = [ThreadHandover() for _ in range(3)]
+
+        def together(h: Handover) -> None:
+            threading.Timer(0.05, release_all, ([*others, h],)).start()
+
+        assert self.waited(5, together) == (True, True)
+        assert all(other.wait(1) for other in others)
 
     def test_an_answer_hands_over_its_result_or_its_error(self) -> None:
         expected = result()
@@ -93,3 +102,25 @@ class TestLoopHandover(HandoverCase):
 
         handover = asyncio.run(made())
         handover.release()  # the follower closing after its reader's loop ended
+
+    def test_released_together_they_wake_their_loop_once(self) -> None:
+        """One self-pipe write for a poll's answers, not one per answer."""
+
+        async def main() -> tuple[list[bool], int]:
+            loop = asyncio.get_running_loop()
+            wakes = 0
+            wake = loop.call_soon_threadsafe
+
+            def counted(*args: object) -> asyncio.Handle:
+                nonlocal wakes
+                wakes += 1
+                return wake(*args)  # type: ignore[arg-type]
+
+            loop.call_soon_threadsafe = counted  # type: ignore[method-assign,assignment]
+            handovers = [LoopHandover() for _ in range(50)]
+            threading.Thread(target=release_all, args=(handovers,)).start()
+            return [await h.wait(5) for h in handovers], wakes
+
+        released, wakes = asyncio.run(main())
+        assert all(released)
+        assert wakes == 1
