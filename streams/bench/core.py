@@ -5,8 +5,9 @@ clients', and a run on two shared cores varies by 10 to 15 per cent, so it canno
 change of the processors' code from noise. Here :class:`LedgerProcessor` and
 :class:`TagProcessor` run as the runtime drives them, minus Kafka: COMMIT commands go in
 as messages, a round's records on the tag topics come back as the next round's batches,
-its events are "delivered" (so the next round's certificates name where they end), its
-table writes taken, until every command is answered and certified. Commands go in
+its events are "delivered" when the next round settles it (so that round's certificates
+name where they end), its table writes taken, until every command is answered and
+certified. Commands go in
 batches of a given size: a round of one command
 against a round of many shows what batching saves per event. It also counts the records
 a round sends per event: outputs, and changelog writes (the last per key, as a commit
@@ -23,7 +24,7 @@ from confluent_kafka import Message
 from pydantic import BaseModel
 
 from streams.codec import AvroCodec
-from streams.kafka.checkpoint import Round
+from streams.kafka.checkpoint import Delivered, Round
 from streams.kafka.processor import Processor
 from streams.kafka.topic_catalog import TopicRole, ledger_partition, topic_name
 from streams.ledger.processor import LedgerProcessor
@@ -71,6 +72,9 @@ class CommitPathCore:
         self.outputs = 0
         self.writes = 0
         self.answers: list[bytes] = []  # the commit results, encoded
+        # The last round's records that someone hears the offset of: acknowledged when
+        # the next round settles it, after that round's steps (as the runtime overlaps).
+        self._unsettled: list[tuple[Delivered, int, int]] = []
 
     def _partition_of(self, service_id: str) -> int:
         return ledger_partition(service_id, self._topics)
@@ -98,34 +102,38 @@ class CommitPathCore:
     def _round(
         self, batches: dict[tuple[Processor, int], list[Message]]
     ) -> dict[tuple[Processor, int], list[Message]]:
-        """One round: what the last one left due (certificates), each partition's batch
-        stepped, then what its commit would do (the events acknowledged, the writes taken);
-        its records on the tag topics are the next round's batches."""
+        """One round: each partition's batch stepped; the round before settled (its events
+        and batches acknowledged) and what it left due sent (certificates); the writes
+        taken; its records on the tag topics are the next round's batches."""
         out = Round(self.codec)
-        self.ledger.carry(out)
-        self.tags.carry(out)
         for (processor, partition), batch in batches.items():
             processor.step(partition, batch, out)
-        for output in out.outputs:
-            if output.delivered is not None:  # an event (its service's partition), a batch
-                key = (output.key or b"").decode()
-                to = self._partition_of(key) if output.partition is None else output.partition
-                output.delivered(to, self._offset(output.topic, to))
+        for delivered, partition, offset in self._unsettled:
+            delivered(partition, offset)
+        self.ledger.carry(out)
+        self.tags.carry(out)
         for processor in (self.ledger, self.tags):
             for table in processor.tables.values():
                 self.writes += len(table.take_writes())
         self.outputs += len(out.outputs)
+        self._unsettled = []
         following: dict[tuple[Processor, int], list[Message]] = defaultdict(list)
         for output in out.outputs:
             assert output.value is not None
             if output.topic == self._dead_letters:
                 raise RuntimeError("a record of the commit path was dead-lettered")
+            key = (output.key or b"").decode()
+            to = self._partition_of(key) if output.partition is None else output.partition
+            offset = self._offset(output.topic, to)
+            if output.delivered is not None:  # an event (its service's last), a batch
+                self._unsettled.append((output.delivered, to, offset))
             if output.topic == self._results:
                 self.answers.append(output.value)
             elif (reader := self._readers.get(output.topic)) is not None:
-                assert output.partition is not None  # batch records name their partition
-                message = self._message(output.topic, output.partition, None, output.value)
-                following[reader, output.partition].append(message)
+                message = Message(
+                    topic=output.topic, partition=to, offset=offset, value=output.value
+                )
+                following[reader, to].append(message)
         return following
 
 

@@ -152,7 +152,9 @@ class Runtime:
                 now_ms = int(time.time() * 1000)
                 for processor in self.processors:
                     processor.tick(now_ms, out)
-        self._settle()
+        # The wait for the round before is the broker's, not a stall of this process:
+        # it does not count towards the limit a round has (``Checkpoint.begin``).
+        started += self._settle()
         for processor in self.processors:
             processor.carry(out)
         if not messages and out.empty and not self._has_writes():
@@ -168,20 +170,24 @@ class Runtime:
         committing = self.checkpoint.begin(out, offsets, started)
         self._committing = (committing, len(messages), out.outputs, started)
 
-    def _settle(self) -> None:
-        """Wait for the commit in flight, if one is: the round before is committed after."""
+    def _settle(self) -> float:
+        """Wait for the commit in flight, if one is: the round before is committed after.
+        The seconds it waited."""
         if self._committing is None:
-            return
+            return 0.0
         committing, taken, outputs, started = self._committing
         self._committing = None
+        waiting = time.monotonic()
         # Past its transaction's timeout the broker aborts it: a commit still waiting then
         # is waiting on nothing (librdkafka may not notice: kafka/watchdog.py).
         with self.watchdog.watching("a commit", self._commit_limit_s):
             committing.settle()
+        waited = time.monotonic() - waiting
         self.rounds += 1
         self._report.add(taken, len(outputs), self.checkpoint.spent)
         if self.metrics is not None:
             self.metrics.round(taken, outputs, started)
+        return waited
 
     def _take(self, timeout_s: float) -> list[Message]:
         """What is ready: wait for the first record, then take the rest without waiting."""
@@ -326,7 +332,8 @@ class Runtime:
 
     def close(self) -> None:
         """Leave the group at once, so the partitions move now rather than after the
-        session timeout (bounded: the broker may be gone)."""
+        session timeout (bounded: the broker may be gone). On the way out for a restart
+        its revocation may settle beside a round still running: the process ends anyway."""
         closer = threading.Thread(target=self.consumer.close, daemon=True)
         closer.start()
         closer.join(5)

@@ -8,8 +8,8 @@ its closed prefix now covers, once. It sends one allocation record for the batch
 delivery record per tag partition it addresses, the committed events (one record each,
 in SUID order), one answer per decided attempt, and one certificate per service whose
 prefix moved. A certificate's coverage is where the service's events end on
-``dcb.events``, which only the broker's acknowledgements tell: the certificate goes at
-the start of the next round (:meth:`LedgerProcessor.carry`), which starts at once.
+``dcb.events``, which only the broker's acknowledgements tell: the certificate goes in
+the round after, once this round's commit has settled (:meth:`LedgerProcessor.carry`).
 
 Tables: ``ledgers`` (a header per service), ``inflight`` (an attempt in flight per row),
 ``attempts`` (the answer of each finished attempt, for replays); :mod:`streams.ledger.store`.

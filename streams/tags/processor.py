@@ -43,11 +43,12 @@ class TagProcessor(Processor):
         self.live: dict[int, dict[str, tuple[TagTable, int]]] = {}
         # Per partition: the next delivery offset to step, the end the topic had at the
         # takeover, the offset of the last delivery record this process sent, and those
-        # whose record is on its way (this round's).
+        # whose newest record is on its way, each with the round that sends it (rounds
+        # overlap: an older round's record can land while a newer one's is still unsent).
         self._position: dict[int, int] = {}
         self._caught_up_at: dict[int, int] = {}
         self._sent: dict[int, int] = {}
-        self._unsent: set[int] = set()
+        self._unsent: dict[int, object] = {}
 
     @property
     def partitions(self) -> int:
@@ -62,14 +63,14 @@ class TagProcessor(Processor):
         self._position[partition] = max(offsets[deliveries], 0)
         self._caught_up_at[partition] = ends[deliveries]  # covers all sent before now
         self._sent.pop(partition, None)
-        self._unsent.discard(partition)
+        self._unsent.pop(partition, None)
 
     def revoke(self, partition: int) -> None:
         super().revoke(partition)
         self.live.pop(partition, None)
         for per_partition in (self._position, self._caught_up_at, self._sent):
             per_partition.pop(partition, None)
-        self._unsent.discard(partition)
+        self._unsent.pop(partition, None)
 
     def _table(self, partition: int, service_id: str, tag: str) -> TagTable:
         key = table_key(service_id, tag)
@@ -187,11 +188,13 @@ class TagProcessor(Processor):
 
     def sending(self, partition: int) -> Callable[[int, int], None]:
         """A delivery record for ``partition`` goes out in this round: nothing is decided
-        here until it has been stepped. The returned call hears where it landed."""
-        self._unsent.add(partition)
+        here until it has been stepped. The returned call hears where it landed (a record
+        of an earlier round landing leaves this one unsent)."""
+        self._unsent[partition] = sending = object()
 
         def landed(_partition: int, offset: int) -> None:
-            self._unsent.discard(partition)
+            if self._unsent.get(partition) is sending:
+                del self._unsent[partition]
             self._sent[partition] = max(self._sent.get(partition, -1), offset)
 
         return landed

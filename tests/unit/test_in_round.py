@@ -117,3 +117,25 @@ def test_nothing_is_decided_in_the_round_before_a_delivery_sent_there_is_stepped
     caught_up = Round(CODEC)
     ledger.step(0, [command(2, same)], caught_up)
     assert deliveries_to(caught_up) == [], "the partition stepped everything sent to it"
+
+
+def test_an_earlier_rounds_record_landing_leaves_a_later_rounds_record_unsent() -> None:
+    """Rounds overlap: the runtime steps a round before the commit of the one before has
+    settled, so a record of that earlier round lands after a later round sent its own."""
+    ledger, tags = processors()
+    topic = DeliveryTopic()
+    first, other, same = tags_apart()
+    one = Round(CODEC)
+    ledger.step(0, [command(0, first, other)], one)
+    two = Round(CODEC)  # stepped while round one's commit is in flight
+    ledger.step(0, [command(1, first, other)], two)
+    for message in topic.land(one):
+        tags.step(message.partition() or 0, [message], Round(CODEC))
+    behind = Round(CODEC)
+    ledger.step(0, [command(2, same)], behind)
+    assert deliveries_to(behind) == [where(first)], "decided before round two's record"
+    for message in topic.land(two) + topic.land(behind):
+        tags.step(message.partition() or 0, [message], Round(CODEC))
+    caught_up = Round(CODEC)
+    ledger.step(0, [command(3, same)], caught_up)
+    assert deliveries_to(caught_up) == []
