@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastavro import schemaless_reader, schemaless_writer
-from fastavro.schema import parse_schema
+from fastavro.schema import parse_schema, to_parsing_canonical_form
 from fastavro.validation import ValidationError, validate
 
-from streams.codec.catalog import SchemaCatalog, SchemaEntry
+from streams.codec.catalog import SchemaCatalog, SchemaEntry, crc64_avro_fingerprint
 from streams.codec.registry import SchemaRegistryClient
 from streams.errors import (
     InvalidRecordError,
@@ -50,6 +50,8 @@ class AvroCodec:
     ) -> None:
         self.catalog = catalog
         self.registry = registry
+        # A registry id names one schema for ever: resolved once (name, writer, reader).
+        self._registry_ids: dict[int, tuple[str, Any, Any | None]] = {}
 
     # --- encode --------------------------------------------------------------
     def encode(self, schema_name: str, record: dict[str, Any], *, check: bool = True) -> bytes:
@@ -118,7 +120,17 @@ class AvroCodec:
             )
         return Decoded(name, self._read_body(name, body, writer, reader))
 
-    def _registry_schemas(self, schema_id: int) -> tuple[str, Any, Any]:
+    def _registry_schemas(self, schema_id: int) -> tuple[str, Any, Any | None]:
+        """The schema name, writer and reader of a registry id, parsed at its first record
+        (parsing it per record cost more than decoding it). A writer schema that is the
+        catalog's own (same fingerprint) is read without resolution, as single-object
+        encoding is."""
+        known = self._registry_ids.get(schema_id)
+        if known is None:
+            known = self._registry_ids[schema_id] = self._resolve_registry_id(schema_id)
+        return known
+
+    def _resolve_registry_id(self, schema_id: int) -> tuple[str, Any, Any | None]:
         if self.registry is None:
             raise UnknownSchemaError(
                 f"record names registry schema id {schema_id}, but no schema registry "
@@ -132,7 +144,10 @@ class AvroCodec:
                 f"registry schema id {schema_id} ({name}) is not one of dcb-streams' schemas",
                 schema_id=schema_id,
             )
-        return name, writer, self.catalog.get(name).parsed
+        entry = self.catalog.get(name)
+        if crc64_avro_fingerprint(to_parsing_canonical_form(writer)) == entry.fingerprint:
+            return name, entry.parsed, None
+        return name, writer, entry.parsed
 
     @staticmethod
     def _read_body(name: str, body: bytes, writer: Any, reader: Any | None) -> dict[str, Any]:

@@ -79,29 +79,38 @@ class MemoryKeyStore(KeyStore):
 
 class FileKeyStore(KeyStore):
     """Keys in one JSON file (mode 0600), rewritten whole under an ``flock`` and replaced
-    atomically (fsynced): the embedded default. Every read looks the key up afresh, so an
-    erasure holds for the next read of every reader on the machine."""
+    atomically (fsynced): the embedded default. Every read looks at the file afresh, so an
+    erasure holds for the next read of every reader on the machine; it is parsed again only
+    when its bytes changed, not once per sealed payload read."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._parsed: tuple[bytes, dict[str, str | None]] | None = None
 
     @contextmanager
     def _locked(self) -> Iterator[dict[str, str | None]]:
         lock_path = self.path.with_name(self.path.name + ".lock")
         with open(lock_path, "a+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            yield self._load()
+            yield dict(self._load())
 
     def _load(self) -> dict[str, str | None]:
+        """The keys as the file holds them now (not to be changed: it is shared)."""
         try:
-            loaded = json.loads(self.path.read_text())
+            text = self.path.read_bytes()
         except FileNotFoundError:
             return {}
+        parsed = self._parsed
+        if parsed is not None and parsed[0] == text:
+            return parsed[1]
+        try:
+            loaded = json.loads(text)
         except ValueError as exc:
             raise KeyStoreError(f"the key file {self.path} is not JSON: {exc}") from exc
         if not isinstance(loaded, dict):
             raise KeyStoreError(f"the key file {self.path} is not a JSON object")
+        self._parsed = (text, loaded)
         return loaded
 
     def _save(self, keys: dict[str, str | None]) -> None:

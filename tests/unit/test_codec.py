@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 import threading
@@ -10,7 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import pytest
-from fastavro.schema import load_schema
+from fastavro import schemaless_writer
+from fastavro.schema import load_schema, parse_schema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -284,3 +286,38 @@ def test_unreachable_registry_is_a_registry_error() -> None:
     record = samples()[6]
     with pytest.raises(SchemaRegistryError, match="unreachable"):
         codec.encode(record.schema_name, record.to_avro())
+
+
+def _framed(schema_id: int, writer: dict[str, Any], value: dict[str, Any]) -> bytes:
+    buf = io.BytesIO()
+    schemaless_writer(buf, parse_schema(writer, named_schemas={}), value)
+    return b"\x00" + struct.pack(">I", schema_id) + buf.getvalue()
+
+
+def test_a_registry_schema_is_parsed_once_and_an_evolved_writer_is_resolved(
+    registry_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer schema from the registry that is not the catalog's (a field added with a
+    default, by a newer producer) is read through the catalog's schema; either kind is
+    parsed at its id's first record only."""
+    record = samples()[6]
+    entry = CATALOG.get(record.schema_name)
+    evolved = json.loads(entry.schema_json)
+    evolved["fields"].append({"name": "addedLater", "type": "string", "default": ""})
+    _Registry.schemas = {7: json.dumps(evolved), 8: entry.schema_json}
+    parsed: list[object] = []
+
+    def parse_counted(schema: Any, **kwargs: Any) -> Any:
+        parsed.append(schema)
+        return parse_schema(schema, **kwargs)
+
+    monkeypatch.setattr("streams.codec.avro_codec.parse_schema", parse_counted)
+    reader = AvroCodec(CATALOG, SchemaRegistryClient(registry_url))
+    newer = _framed(7, evolved, {**record.to_avro(), "addedLater": "x"})
+    same = _framed(8, json.loads(entry.schema_json), record.to_avro())
+    for _ in range(3):
+        for data in (newer, same):
+            decoded = reader.decode(data, record.schema_name)
+            assert type(record).from_avro(decoded.value) == record
+            assert "addedLater" not in decoded.value
+    assert len(parsed) == 2

@@ -86,3 +86,23 @@ class TestFileKeyStore(KeyStoreConformance):
         assert other.key_for_reading("user:1") == key
         FileKeyStore(path).destroy("user:1")
         assert other.key_for_reading("user:1") is None
+
+    def test_the_file_is_parsed_again_only_once_it_changed(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        path = tmp_path / "keys.json"
+        writer, reader = FileKeyStore(path), FileKeyStore(path)
+        key = writer.key_for_writing("user:1")
+        parses: list[object] = []
+        real_loads = json.loads
+
+        def loads_counted(text: str | bytes) -> object:
+            parses.append(text)
+            return real_loads(text)
+
+        monkeypatch.setattr(json, "loads", loads_counted)
+        assert [reader.key_for_reading("user:1") for _ in range(5)] == [key] * 5
+        assert len(parses) == 1
+        writer.destroy("user:1")  # another store, as another process would
+        assert reader.key_for_reading("user:1") is None
+        assert len(parses) == 3  # the destroy read the file it rewrote, the reader again
