@@ -132,6 +132,7 @@ class Committing:
         self.acknowledged: list[tuple[Delivered, int, int]] = []
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self.committed_at: float | None = None  # monotonic; None until committed
 
     def report(self, delivered: Delivered) -> Callable[[KafkaError | None, Message], None]:
         """The delivery report of a record whose offset ``delivered`` hears at settling."""
@@ -155,6 +156,7 @@ class Committing:
     def _finish(self, offsets: list[TopicPartition], metadata: object) -> None:
         try:
             self.checkpoint.finish(offsets, metadata, self)
+            self.committed_at = time.monotonic()
         except BaseException as exc:  # raised by settle(), in the round's thread
             self._error = exc
 

@@ -189,8 +189,8 @@ class Runtime:
         waited = time.monotonic() - waiting
         self.rounds += 1
         self._report.add(taken, len(outputs), self.checkpoint.spent)
-        if self.metrics is not None:
-            self.metrics.round(taken, outputs, started)
+        if self.metrics is not None and committing.committed_at is not None:
+            self.metrics.round(taken, outputs, started, committing.committed_at)
         return waited
 
     def _take(self, timeout_s: float) -> list[Message]:

@@ -8,7 +8,6 @@ nothing from the round loop.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -71,18 +70,22 @@ class WorkerMetrics:
     def serve(self, host: str, port: int) -> None:
         start_http_server(port, host, registry=self.registry)
 
-    def round(self, taken: int, outputs: Sequence[Output], started: float) -> None:
-        """Count a committed round. Metrics never stop a worker: a failure here is logged."""
+    def round(
+        self, taken: int, outputs: Sequence[Output], started: float, committed: float
+    ) -> None:
+        """Count a committed round (``started`` and ``committed``: monotonic seconds; it is
+        counted when settled, which may be later). Metrics never stop a worker: a failure
+        here is logged."""
         try:
-            self._round(taken, outputs, started)
+            self._round(taken, outputs, committed - started)
         except Exception:
             log.exception("worker metrics could not count a round")
 
-    def _round(self, taken: int, outputs: Sequence[Output], started: float) -> None:
+    def _round(self, taken: int, outputs: Sequence[Output], seconds: float) -> None:
         self.rounds.inc()
         self.records_in.inc(taken)
         self.batch.observe(taken)
-        self.latency.observe(time.monotonic() - started)
+        self.latency.observe(seconds)
         counts: dict[str, int] = {}
         for output in outputs:
             counts[output.topic] = counts.get(output.topic, 0) + 1

@@ -321,3 +321,6 @@ def test_a_registry_schema_is_parsed_once_and_an_evolved_writer_is_resolved(
             assert type(record).from_avro(decoded.value) == record
             assert "addedLater" not in decoded.value
     assert len(parsed) == 2
+    # the catalog's own schema is read as written; the evolved one through the catalog's
+    assert reader._registry_schemas(8)[2] is None
+    assert reader._registry_schemas(7)[2] is entry.parsed

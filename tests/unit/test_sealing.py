@@ -105,4 +105,4 @@ class TestFileKeyStore(KeyStoreConformance):
         assert len(parses) == 1
         writer.destroy("user:1")  # another store, as another process would
         assert reader.key_for_reading("user:1") is None
-        assert len(parses) == 3  # the destroy read the file it rewrote, the reader again
+        assert len(parses) == 3  # the destroy's read (its store had seen no file), the reader's
