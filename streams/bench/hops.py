@@ -110,8 +110,16 @@ class HopTracer:
         bootstrap = settings.kafka
         self.marks: dict[str, dict[str, float]] = defaultdict(dict)
         self._lock = threading.Lock()
+        # A hop's ends are the records' own timestamps, so the tails need not hurry: a
+        # long fetch wait (the broker answers as soon as records come) keeps three tails
+        # from asking the broker 500 times a second each beside the scenario they explain.
         self._tails = [
-            (TopicTail(bootstrap, topic_name(settings.topics, role), from_end=True), role)
+            (
+                TopicTail(
+                    bootstrap, topic_name(settings.topics, role), from_end=True, fetch_wait_ms=500
+                ),
+                role,
+            )
             for role in (
                 TopicRole.TAG_DELIVERIES,
                 TopicRole.TAG_RESOLUTIONS,
