@@ -11,6 +11,15 @@ A round's records are produced in the caller's thread (:meth:`Checkpoint.begin`)
 offsets and commit, which only wait for the broker, go on in a thread of their own
 (:class:`Committing`) while the runtime steps the next round, which settles it first.
 
+Rounds take turns on two transactional producers. A producer's commit returns once the
+broker has decided it, and its markers are written after; until they are, the broker
+refuses that producer's next transaction (``CONCURRENT_TRANSACTIONS``: librdkafka backs
+off and asks again). Back to back, a third of the worker's rounds at 8 writers waited
+so, on one producer; the other producer's last transaction ended a round earlier. The
+order stays: a round begins only once the round before is committed, so its records
+follow that round's on every partition (its markers may come after them: readers skip
+markers).
+
 Errors follow librdkafka's classes: a retriable one is retried until the stall timeout,
 one that requires an abort aborts the round (:class:`RoundAbortedError`), and a fatal
 one (a newer producer took the transactional id) is :class:`ProducerFencedError`. The
@@ -126,8 +135,9 @@ class Committing:
     broker's acknowledgements to their ``delivered`` calls (in the caller's thread, so the
     processors' state is only ever touched by one thread)."""
 
-    def __init__(self, checkpoint: Checkpoint) -> None:
+    def __init__(self, checkpoint: Checkpoint, producer: Producer) -> None:
         self.checkpoint = checkpoint
+        self.producer = producer  # the round's: its transaction is this producer's
         self.failed: list[str] = []
         self.acknowledged: list[tuple[Delivered, int, int]] = []
         self._error: BaseException | None = None
@@ -171,17 +181,20 @@ class Committing:
 
 
 class Checkpoint:
-    """Commits rounds through one transactional producer, fenced by the consumer group."""
+    """Commits rounds through transactional producers in turn, fenced by the consumer group."""
 
     def __init__(
         self,
-        producer: Producer,
+        producers: Sequence[Producer],
         consumer: Consumer,
         tables: Sequence[Table],
         stall_timeout_s: float,
         fenced_after_s: float,
     ) -> None:
-        self.producer = producer
+        if not producers:
+            raise ValueError("a checkpoint commits through at least one producer")
+        self.producers = list(producers)
+        self._turn = 0  # the producer of the next round, by index
         self.consumer = consumer
         self.tables = tables
         self.stall_timeout_s = stall_timeout_s
@@ -205,9 +218,11 @@ class Checkpoint:
         were taken) more than ``fenced_after_s`` ago is aborted instead."""
         if not offsets:
             raise ValueError("a round commits the offsets of its partitions: it has none")
-        committing = Committing(self)
+        producer = self.producers[self._turn]
+        self._turn = (self._turn + 1) % len(self.producers)
+        committing = Committing(self, producer)
         clock = time.perf_counter()
-        self._call("begin the transaction", self.producer.begin_transaction)
+        self._call(producer, "begin the transaction", producer.begin_transaction)
         for output in out.outputs:
             self._produce_one(output, committing)
         for table in self.tables:
@@ -218,13 +233,15 @@ class Checkpoint:
             # The process stalled mid-round (a long pause, SIGSTOP): the group may have
             # moved its partitions meanwhile, and the metadata librdkafka then hands out
             # (generation -1, no member id) is one the coordinator does not check.
-            self._abort(f"the round took {time.monotonic() - started_at:.1f} s")
+            self._abort(producer, f"the round took {time.monotonic() - started_at:.1f} s")
         metadata = self.consumer.consumer_group_metadata()
         member = group_member(metadata)
         if member is not None and (member[0] < 0 or not member[1]):
             # Kafka takes transactional offsets from "no generation, no member" unchecked
             # (the pre-KIP-447 form); librdkafka hands that out once it left the group.
-            self._abort(f"this process is no member of the group (generation {member[0]})")
+            self._abort(
+                producer, f"this process is no member of the group (generation {member[0]})"
+            )
         committing.start(offsets, metadata)
         return committing
 
@@ -233,10 +250,12 @@ class Checkpoint:
     ) -> None:
         """Commit the offsets with the group's ``metadata`` (the generation the round was
         taken in, which fences a zombie), then the transaction."""
+        producer = committing.producer
         clock = time.perf_counter()
         self._call(
+            producer,
             "commit the offsets",
-            self.producer.send_offsets_to_transaction,
+            producer.send_offsets_to_transaction,
             offsets,
             metadata,
             self.stall_timeout_s,
@@ -244,7 +263,7 @@ class Checkpoint:
         clock = self._spent("offsets", clock)
         # The commit waits for every record's acknowledgement, then ends the transaction;
         # a record that failed fails it (librdkafka), and the reports say which.
-        self._call("commit", self.producer.commit_transaction, self.stall_timeout_s)
+        self._call(producer, "commit", producer.commit_transaction, self.stall_timeout_s)
         self._spent("commit", clock)
         if committing.failed:  # librdkafka fails the commit first; this is a second line
             raise WorkerStalledError(f"committed with failed records: {committing.failed[0]}")
@@ -265,16 +284,16 @@ class Checkpoint:
         deadline = time.monotonic() + self.stall_timeout_s
         while True:
             try:
-                self.producer.produce(output.topic, **kwargs)
+                committing.producer.produce(output.topic, **kwargs)
                 return
             except BufferError:  # the local queue is full: let it drain
                 if time.monotonic() > deadline:
                     raise WorkerStalledError("the producer's queue stayed full") from None
-                self.producer.poll(0.05)
+                committing.producer.poll(0.05)
             except KafkaException as exc:
-                self._abort(f"producing to {output.topic}: {exc.args[0]}")
+                self._abort(committing.producer, f"producing to {output.topic}: {exc.args[0]}")
 
-    def _call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+    def _call(self, producer: Producer, what: str, fn: Callable[..., T], *args: Any) -> T:
         deadline = time.monotonic() + self.stall_timeout_s
         while True:
             try:
@@ -284,16 +303,16 @@ class Checkpoint:
                 if err.fatal():
                     raise ProducerFencedError(f"{what}: {err}") from exc
                 if err.txn_requires_abort():
-                    self._abort(f"{what}: {err}")
+                    self._abort(producer, f"{what}: {err}")
                 if not err.retriable() or time.monotonic() > deadline:
                     raise WorkerStalledError(f"{what}: {err}") from exc
                 log.warning("%s: %s; retrying", what, err)
                 time.sleep(0.1)
 
-    def _abort(self, why: str) -> None:
+    def _abort(self, producer: Producer, why: str) -> None:
         log.warning("aborting the round: %s", why)
         try:
-            self.producer.abort_transaction(self.stall_timeout_s)
+            producer.abort_transaction(self.stall_timeout_s)
         except KafkaException as exc:
             log.warning("the abort failed too (%s); the broker will abort it", exc.args[0])
         raise RoundAbortedError(why)

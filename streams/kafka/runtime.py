@@ -78,15 +78,20 @@ class Runtime:
         self.by_topic = {p.topic(role): p for p in self.processors for role in p.roles}
         bootstrap = settings.kafka
         instance = worker.instance_id or "solo"
-        self.producer = clients.transactional_producer(
-            bootstrap,
-            f"{worker.app_id}-{instance}",
-            **{"transaction.timeout.ms": int(worker.transaction_timeout_s * 1000)},
-        )
+        # Rounds take turns on these (kafka/checkpoint.py); a restart with the same ids
+        # aborts what either left open, at once.
+        producers = [
+            clients.transactional_producer(
+                bootstrap,
+                transactional_id,
+                **{"transaction.timeout.ms": int(worker.transaction_timeout_s * 1000)},
+            )
+            for transactional_id in transactional_ids(worker.app_id, instance)
+        ]
         self.consumer = clients.group_consumer(bootstrap, worker.app_id)
         tables = [t for p in self.processors for t in p.tables.values()]
         self.checkpoint = Checkpoint(
-            self.producer, self.consumer, tables, worker.stall_timeout_s, SESSION_TIMEOUT_S / 2
+            producers, self.consumer, tables, worker.stall_timeout_s, SESSION_TIMEOUT_S / 2
         )
         self.positions: dict[tuple[str, int], int] = {}  # the next offset, per owned partition
         self.owned: dict[Processor, set[int]] = {p: set() for p in self.processors}
@@ -381,6 +386,13 @@ class Report:
         )
         self.since, self.rounds, self.taken, self.sent = time.monotonic(), 0, 0, 0
         self.spent_before = dict(spent)
+
+
+def transactional_ids(app_id: str, instance: str) -> tuple[str, str]:
+    """A worker's two transactional ids (its rounds take turns on them). The first is the
+    one a worker had before, so a worker of that version restarted as this one still has
+    its open transaction aborted at once."""
+    return f"{app_id}-{instance}", f"{app_id}-{instance}#2"
 
 
 def describe(partitions: Sequence[TopicPartition]) -> str:

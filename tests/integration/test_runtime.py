@@ -7,13 +7,15 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streams.bench.cpu import cpu_seconds
 from streams.codec import AvroCodec
 from streams.errors import WorkerStalledError
 from streams.kafka import changelog, clients
 from streams.kafka.checkpoint import Checkpoint, Output, Round, RoundAbortedError
+from streams.kafka.end_offsets import EndOffsets
+from streams.kafka.runtime import transactional_ids
 from streams.settings import DcbSettings
 from tests.integration.kafka_helpers import create_topic, read_all
 from tests.integration.workers import WorkerProcess
@@ -25,6 +27,59 @@ def transactional(bootstrap: str) -> Producer:
     return clients.transactional_producer(bootstrap, f"test-{uuid.uuid4()}")
 
 
+def joined(bootstrap: str, group: str, topic: str, **overrides: object) -> Consumer:
+    """A member of ``group`` on ``topic``, once it has its partitions."""
+    member = clients.group_consumer(bootstrap, group, **overrides)
+    member.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while not member.assignment():
+        assert time.monotonic() < deadline, "never assigned"
+        member.poll(0.2)
+    return member
+
+
+def test_rounds_take_turns_on_two_producers_in_order_and_a_restart_aborts_both(
+    bootstrap_servers: str, topic_prefix: str, codec: AvroCodec
+) -> None:
+    """Rounds back to back, each begun once the one before committed, alternate between
+    the worker's two producers: every round's record follows the last round's on the
+    partition, and the offsets committed last are the last round's (the group keeps a
+    producer's offsets only when they are newer than what it has). A worker restarted
+    with the same ids aborts what either producer left open: readers are not held up."""
+    source, sink = f"{topic_prefix}in", f"{topic_prefix}out"
+    create_topic(bootstrap_servers, source)
+    create_topic(bootstrap_servers, sink)
+    member = joined(bootstrap_servers, f"{topic_prefix}group", source)
+    ids = transactional_ids(f"{topic_prefix}worker", "0")
+    producers = [clients.transactional_producer(bootstrap_servers, t) for t in ids]
+    checkpoint = Checkpoint(producers, member, [], 10, 5)
+    offsets: list[int] = []
+    turns = []
+    for n in range(20):
+        out = Round(codec)
+        out.outputs.append(Output(sink, b"k", b"%d" % n, 0, lambda _p, o: offsets.append(o)))
+        committing = checkpoint.begin(out, [TopicPartition(source, 0, n + 1)])
+        committing.settle()
+        turns.append(producers.index(committing.producer))
+    assert turns == [0, 1] * 10
+    assert offsets == sorted(offsets) and len(set(offsets)) == 20
+    committed = read_all(bootstrap_servers, sink, expect_at_least=20, settle_s=0.5)
+    assert [m.value() for m in committed] == [b"%d" % n for n in range(20)]
+    assert [tp.offset for tp in member.committed([TopicPartition(source, 0)], 10)] == [20]
+
+    for producer in producers:  # both die inside a transaction
+        producer.begin_transaction()
+        producer.produce(sink, key=b"k", value=b"left open", partition=0)
+        producer.flush(10)
+    ends = EndOffsets(bootstrap_servers)
+    written = ends.latest([(sink, 0)], committed=False)[sink, 0]
+    assert ends.latest([(sink, 0)], committed=True)[sink, 0] < written  # held up
+    for transactional_id in ids:  # the restart: init_transactions fences and aborts
+        clients.transactional_producer(bootstrap_servers, transactional_id)
+    assert ends.latest([(sink, 0)], committed=True)[sink, 0] >= written
+    member.close()
+
+
 def test_a_round_of_a_member_the_group_let_go_never_becomes_visible(
     bootstrap_servers: str, topic_prefix: str, codec: AvroCodec
 ) -> None:
@@ -34,16 +89,13 @@ def test_a_round_of_a_member_the_group_let_go_never_becomes_visible(
     source, sink = f"{topic_prefix}in", f"{topic_prefix}out"
     create_topic(bootstrap_servers, source, partitions=2)
     create_topic(bootstrap_servers, sink)
-    group = f"{topic_prefix}group"
-    member = clients.group_consumer(
-        bootstrap_servers, group, **{"max.poll.interval.ms": 6000, "session.timeout.ms": 6000}
+    member = joined(
+        bootstrap_servers,
+        f"{topic_prefix}group",
+        source,
+        **{"max.poll.interval.ms": 6000, "session.timeout.ms": 6000},
     )
-    member.subscribe([source])
-    deadline = time.monotonic() + 30
-    while not member.assignment():
-        assert time.monotonic() < deadline, "never assigned"
-        member.poll(0.2)
-    checkpoint = Checkpoint(transactional(bootstrap_servers), member, [], 10, 5)
+    checkpoint = Checkpoint([transactional(bootstrap_servers)], member, [], 10, 5)
     offsets = [TopicPartition(source, p, 0) for p in (0, 1)]
     live = Round(codec)
     live.outputs.append(Output(sink, b"k", b"while a member"))
