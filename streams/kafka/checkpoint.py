@@ -14,11 +14,11 @@ offsets and commit, which only wait for the broker, go on in a thread of their o
 Rounds take turns on two transactional producers. A producer's commit returns once the
 broker has decided it, and its markers are written after; until they are, the broker
 refuses that producer's next transaction (``CONCURRENT_TRANSACTIONS``: librdkafka backs
-off and asks again). Back to back, a third of the worker's rounds at 8 writers waited
-so, on one producer; the other producer's last transaction ended a round earlier. The
-order stays: a round begins only once the round before is committed, so its records
-follow that round's on every partition (its markers may come after them: readers skip
-markers).
+off and asks again). Back to back on one producer, 12-31% of the worker's rounds at 8
+writers waited so (docs/ARCHITECTURE.md, "Rounds"); the other producer's last
+transaction ended a round earlier. The order stays: a round begins only once the round
+before is committed, so its records follow that round's on every partition (its markers
+may come after them: readers skip markers).
 
 Errors follow librdkafka's classes: a retriable one is retried until the stall timeout,
 one that requires an abort aborts the round (:class:`RoundAbortedError`), and a fatal
